@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ingest.models import Run
+from ingest.store import replace_environments
+from trainer_hooks.protocol import ProtocolError, parse_environments
+
+
+class Command(BaseCommand):
+    help = "Apply the `environments:` list of a YAML file (reward and metric ranges) to a run."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--project", required=True)
+        parser.add_argument("--run", required=True)
+        parser.add_argument("file", type=Path)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        path: Path = options["file"]
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise CommandError(f"{path} is not valid YAML: {exc}") from None
+        if not isinstance(doc, dict) or "environments" not in doc:
+            raise CommandError(f"{path} has no top-level 'environments:' list")
+        try:
+            envs = parse_environments(doc["environments"], "environments")
+        except ProtocolError as exc:
+            raise CommandError(f"{path}: {exc.field}: {exc.message}") from None
+        run = Run.objects.filter(project__name=options["project"], name=options["run"]).first()
+        if run is None:
+            raise CommandError(f"no run {options['run']!r} in project {options['project']!r}")
+        replace_environments(run, envs)
+        names = ", ".join(e.name for e in envs) or "none"
+        self.stdout.write(f"Declared {len(envs)} environment(s) on run {run.name!r}: {names}")

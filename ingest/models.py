@@ -1,0 +1,138 @@
+"""Storage: projects and tokens, runs and their environments, series and points, raw samples.
+
+Points are the materialized per-step values of every series (trainer step keys and the derived
+sample families); reads never touch raw samples. Raw samples are kept per (message, step) as one
+compact columnar blob so a step's aggregates can be recomputed exactly and samples inspected.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Token(models.Model):
+    """An ingest token; only its SHA-256 is stored."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tokens")
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True)
+    revoked = models.BooleanField(default=False)
+
+
+class Run(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, default="running")
+    config = models.JSONField(null=True)
+    started_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    last_step = models.BigIntegerField(null=True)
+    color = models.CharField(max_length=16, default="")
+    # Bumped by every commit that changes points; points carry the seq that last wrote them.
+    seq = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="run_unique_name")
+        ]
+
+
+class Environment(models.Model):
+    """Declared ranges of one environment of a run (YAML `environments:` shape)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="environments")
+    name = models.CharField(max_length=200)
+    weight = models.FloatField(null=True)
+    reward_min = models.FloatField(null=True)
+    reward_max = models.FloatField(null=True)
+    metrics_ranges = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name"], name="environment_unique_name")
+        ]
+
+
+class IngestedMessage(models.Model):
+    """Message ids already applied, so a resent message changes nothing."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE)
+    msg_id = models.CharField(max_length=200)
+    received_at = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "msg_id"], name="message_unique_id")
+        ]
+
+
+class Series(models.Model):
+    """One chartable series: a trainer step key, or a derived (kind, key, stat, env)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="series")
+    sid = models.CharField(max_length=700)  # the opaque public id, see ingest.series_ids
+    kind = models.CharField(max_length=16)
+    key = models.CharField(max_length=200)
+    stat = models.CharField(max_length=48, null=True)
+    env = models.CharField(max_length=200, null=True)
+    nonfinite_count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "sid"], name="series_unique_sid")]
+
+
+class Point(models.Model):
+    """The value of a series at a step. A null value is a tombstone (the point was withdrawn),
+    kept so incremental readers see the change by seq."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, db_index=False)
+    step = models.BigIntegerField()
+    time = models.FloatField()
+    value = models.FloatField(null=True)
+    seq = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["series", "step"], name="point_unique_step")
+        ]
+        indexes = [models.Index(fields=["run", "seq"], name="point_run_seq")]
+
+
+class StepState(models.Model):
+    """Per (run, step) bookkeeping for sample aggregation; its row is the lock that serializes
+    recomputation of one step across server processes."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
+    step = models.BigIntegerField()
+    first_seen = models.FloatField()
+    n_samples = models.BigIntegerField(default=0)
+    derived_series = models.BinaryField(default=b"")  # int64 pks of series with a point here
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "step"], name="stepstate_unique_step")
+        ]
+
+
+class SampleBatch(models.Model):
+    """The samples of one message for one step, columnar (see ingest.columns)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
+    step = models.BigIntegerField()
+    msg_id = models.CharField(max_length=200)
+    n = models.IntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "step"], name="samplebatch_run_step")]

@@ -1,0 +1,214 @@
+"""Reads: the catalog, series with effective ranges, and points changed since a seq.
+
+Series arrays are served from a per-process cache that is refreshed incrementally: every point
+carries the run seq of the commit that last wrote it, so a reader fetches only the points whose
+seq is above what it has. Any server process can serve any run; the database stays the truth.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from django.db import connection
+
+from ingest.downsample import clip_steps, downsample
+from ingest.models import Environment, Run, Series
+from ingest.store import catalog_entry
+
+CACHE_MAX_POINTS = 8_000_000
+
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # step (int64), time, value (float64)
+
+
+class SeriesCache:
+    """LRU of series arrays per (run, series pk), each valid as of the run seq `seqs[run]`."""
+
+    def __init__(self, max_points: int = CACHE_MAX_POINTS) -> None:
+        self.max_points = max_points
+        self.lock = threading.Lock()
+        self.arrays: OrderedDict[tuple[int, int], Arrays] = OrderedDict()
+        self.seqs: dict[int, int] = {}
+        self.size = 0
+
+    def get(self, run_id: int, pks: list[int]) -> dict[int, Arrays]:
+        with self.lock:
+            seq = _run_seq(run_id)
+            self._refresh(run_id, seq)
+            missing = [pk for pk in pks if (run_id, pk) not in self.arrays]
+            if missing:
+                for pk, arrays in _load(missing).items():
+                    self._put((run_id, pk), arrays)
+            out = {}
+            for pk in pks:
+                self.arrays.move_to_end((run_id, pk))
+                out[pk] = self.arrays[(run_id, pk)]
+            self._evict(keep=set(pks))
+            return out
+
+    def _refresh(self, run_id: int, seq: int) -> None:
+        seen = self.seqs.get(run_id)
+        self.seqs[run_id] = seq
+        if seen is None or seen >= seq:
+            return
+        cached = {pk for (r, pk) in self.arrays if r == run_id}
+        if not cached:
+            return
+        with connection.cursor() as cur:
+            cur.execute("SELECT series_id, step, time, value FROM ingest_point"
+                        " WHERE run_id = %s AND seq > %s", [run_id, seen])
+            rows = cur.fetchall()
+        for pk, arrays in _group_rows(rows).items():
+            if pk in cached:
+                self._put((run_id, pk), _merge(self.arrays[(run_id, pk)], arrays))
+
+    def _put(self, key: tuple[int, int], arrays: Arrays) -> None:
+        old = self.arrays.get(key)
+        self.size += arrays[0].size - (0 if old is None else old[0].size)
+        self.arrays[key] = arrays
+
+    def _evict(self, keep: set[int]) -> None:
+        while self.size > self.max_points and len(self.arrays) > len(keep):
+            key, arrays = next(iter(self.arrays.items()))
+            if key[1] in keep:
+                self.arrays.move_to_end(key)
+                continue
+            del self.arrays[key]
+            self.size -= arrays[0].size
+
+
+CACHE = SeriesCache()
+
+
+def _run_seq(run_id: int) -> int:
+    return Run.objects.filter(pk=run_id).values_list("seq", flat=True).get()
+
+
+def _load(pks: list[int]) -> dict[int, Arrays]:
+    placeholders = ", ".join(["%s"] * len(pks))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT series_id, step, time, value FROM ingest_point WHERE series_id IN"
+                    f" ({placeholders}) AND value IS NOT NULL ORDER BY series_id, step", pks)
+        rows = cur.fetchall()
+    found = _group_rows(rows)
+    empty = (np.empty(0, np.int64), np.empty(0), np.empty(0))
+    return {pk: found.get(pk, empty) for pk in pks}
+
+
+def _group_rows(rows: list[tuple[Any, ...]]) -> dict[int, Arrays]:
+    """Rows (series, step, time, value) → per-series step-sorted arrays; null → NaN."""
+    if not rows:
+        return {}
+    table = np.array(rows, dtype=np.float64)  # None (tombstone) becomes NaN
+    order = np.lexsort((table[:, 1], table[:, 0]))
+    table = table[order]
+    series = table[:, 0].astype(np.int64)
+    cuts = np.flatnonzero(np.diff(series)) + 1
+    out = {}
+    for chunk in np.split(table, cuts):
+        out[int(chunk[0, 0])] = (chunk[:, 1].astype(np.int64), chunk[:, 2].copy(),
+                                 chunk[:, 3].copy())
+    return out
+
+
+def _merge(old: Arrays, new: Arrays) -> Arrays:
+    """Upsert `new` points into `old` by step; NaN values in `new` delete the point."""
+    steps = np.concatenate([old[0], new[0]])
+    order = np.argsort(steps, kind="stable")  # stable: for a repeated step, new comes last
+    s = steps[order]
+    last = np.r_[s[1:] != s[:-1], True]
+    pick = order[last]
+    time = np.concatenate([old[1], new[1]])[pick]
+    value = np.concatenate([old[2], new[2]])[pick]
+    keep = ~np.isnan(value)
+    return s[last][keep], time[keep], value[keep]
+
+
+# ---------------------------------------------------------------- API payloads
+
+
+def catalog(run: Run) -> dict[str, Any]:
+    rows = Series.objects.filter(run=run).order_by("pk").values_list(
+        "sid", "kind", "key", "stat", "env", "nonfinite_count")
+    entries = []
+    for sid, kind, key, stat, env, nonfinite in rows:
+        entry = catalog_entry(sid, kind, key, stat, env)
+        entry["nonfinite"] = nonfinite
+        entries.append(entry)
+    return {"series": entries, "environments": environments(run), "seq": run.seq}
+
+
+def environments(run: Run) -> list[dict[str, Any]]:
+    return [
+        {"name": e.name, "weight": e.weight, "reward_min": e.reward_min,
+         "reward_max": e.reward_max, "metrics_ranges": e.metrics_ranges}
+        for e in Environment.objects.filter(run=run).order_by("name")
+    ]
+
+
+def series(run: Run, sids: list[str], max_points: int, min_step: int | None,
+           max_step: int | None) -> dict[str, Any]:
+    seq = run.seq
+    meta = {sid: (pk, m) for sid, pk, *m in Series.objects.filter(run=run, sid__in=sids)
+            .values_list("sid", "pk", "kind", "key", "stat", "env")}
+    rows = {sid: pk for sid, (pk, _) in meta.items()}
+    data = CACHE.get(run.pk, list(rows.values())) if rows else {}
+    envs = environments(run)
+    out = {}
+    for sid, pk in rows.items():
+        step, time, value = data[pk]
+        window = clip_steps(step, min_step, max_step)
+        payload = downsample(step[window], time[window], value[window], max_points)
+        payload["range"] = effective_range(*meta[sid][1], envs, value)
+        out[sid] = payload
+    return {"series": out, "seq": seq, "missing": [s for s in sids if s not in rows]}
+
+
+RANGED_STATS = {"mean", "min", "max"}
+
+
+def effective_range(kind: str, key: str, stat: str | None, env: str | None,
+                    envs: list[dict[str, Any]], value: np.ndarray) -> dict[str, Any]:
+    """Declared bounds for reward and sample-metric level statistics, else observed."""
+    lo = hi = None
+    invert = False
+    if stat in RANGED_STATS and kind in ("reward", "sample"):
+        scope = [e for e in envs if env is None or e["name"] == env]
+        if kind == "reward":
+            bounds = [(e["reward_min"], e["reward_max"]) for e in scope]
+        else:
+            specs = [e["metrics_ranges"].get(key) for e in scope]
+            bounds = [(s.get("min"), s.get("max")) for s in specs if s]
+            invert = any(s.get("invert") for s in specs if s)
+        mins = [b[0] for b in bounds if b[0] is not None]
+        maxs = [b[1] for b in bounds if b[1] is not None]
+        lo = min(mins) if mins else None
+        hi = max(maxs) if maxs else None
+    observed = (float(value.min()), float(value.max())) if value.size else (None, None)
+    source = "declared" if lo is not None or hi is not None else "observed"
+    return {"min": observed[0] if lo is None else lo, "max": observed[1] if hi is None else hi,
+            "source": source, "invert": invert}
+
+
+def changes_since(run_id: int, after_seq: int, limit: int) -> tuple[dict[str, Any], int] | None:
+    """Points written after `after_seq`, grouped by series id, and the run's seq; None when
+    more than `limit` points changed (the client should reload instead)."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT seq FROM ingest_run WHERE id = %s", [run_id])
+        seq = cur.fetchone()[0]
+        cur.execute(
+            "SELECT s.sid, p.step, p.time, p.value FROM ingest_point p JOIN ingest_series s"
+            " ON s.id = p.series_id WHERE p.run_id = %s AND p.seq > %s AND p.seq <= %s"
+            " ORDER BY s.sid, p.step LIMIT %s", [run_id, after_seq, seq, limit + 1])
+        rows = cur.fetchall()
+    if len(rows) > limit:
+        return None
+    points: dict[str, Any] = {}
+    for sid, step, time, value in rows:
+        pt = points.setdefault(sid, {"step": [], "time": [], "value": []})
+        pt["step"].append(step)
+        pt["time"].append(time)
+        pt["value"].append(value)
+    return points, seq

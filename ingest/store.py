@@ -1,0 +1,295 @@
+"""Apply one validated message to the database, exactly once, in one transaction.
+
+`apply_message` is the only writer of runs, series and points. It runs synchronously (callers
+wrap it in `database_sync_to_async`). The run row is locked first (its `seq` is bumped), which
+serializes writers of one run across server processes: a step's aggregates are recomputed from
+every committed batch of the step while no other writer can add one.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+from django.db.models import F
+
+from ingest import columns
+from ingest.aggregate import aggregate_step
+from ingest.models import Environment, Run, SampleBatch, Series
+from ingest.samples import EnvRanges, MetricRange
+from ingest.series_ids import placement, series_id
+from trainer_hooks import protocol as p
+
+# (run_id, sid) -> series pk; filled only after commit so a rolled-back pk never leaks.
+_SERIES_PKS: dict[tuple[int, str], int] = {}
+
+
+@dataclass
+class Outcome:
+    """What a caller needs after commit: the reply, and what to broadcast."""
+
+    reply: dict[str, Any]
+    run_id: int | None = None
+    seq: int | None = None
+    points: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    new_series: list[dict[str, Any]] = field(default_factory=list)
+    run: dict[str, Any] | None = None
+
+
+def apply_message(project_id: int, msg: p.AnyMessage) -> Outcome:
+    """Store `msg` for the token's project; ack after commit, duplicate ack for a seen id."""
+    created: dict[tuple[int, str], int] = {}
+    with transaction.atomic():
+        run, run_created = _lock_run(project_id, msg.run)
+        if not _claim_message(run.pk, msg.id):
+            return Outcome({"type": "ack", "id": msg.id, "duplicate": True}, run_id=run.pk)
+        writer = _Writer(run, created)
+        _HANDLERS[msg.type](writer, msg)
+        outcome = writer.finish(msg.id, run_created)
+        transaction.on_commit(lambda: _SERIES_PKS.update(created))
+    return outcome
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _lock_run(project_id: int, name: str) -> tuple[Run, bool]:
+    now = _now()
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO ingest_run (project_id, name, status, started_at, updated_at, color, seq)"
+            " VALUES (%s, %s, 'running', %s, %s, '', 0) ON CONFLICT (project_id, name) DO NOTHING",
+            [project_id, name, now, now],
+        )
+        created = cur.rowcount == 1
+    run = Run.objects.select_for_update().get(project_id=project_id, name=name)
+    return run, created
+
+
+def _claim_message(run_id: int, msg_id: str) -> bool:
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO ingest_ingestedmessage (run_id, msg_id, received_at) VALUES (%s, %s, %s)"
+            " ON CONFLICT (run_id, msg_id) DO NOTHING",
+            [run_id, msg_id, _time.time()],
+        )
+        return cur.rowcount == 1
+
+
+class _Writer:
+    """Collects the points of one message and writes them with the run's next seq."""
+
+    def __init__(self, run: Run, created: dict[tuple[int, str], int]) -> None:
+        self.run = run
+        self.created = created
+        self.seq = run.seq + 1
+        self.points: dict[str, dict[str, list[Any]]] = {}
+        self.new_series: list[dict[str, Any]] = []
+        self.rows: list[tuple[Any, ...]] = []
+        self.run_changed = False
+
+    def series_pks(self, keys: Iterable[tuple[str, str, str | None, str | None]]) -> list[int]:
+        """pks of the given (kind, key, stat, env) series, creating the missing ones."""
+        keys = list(keys)
+        sids = [series_id(*k) for k in keys]
+        rid = self.run.pk
+        missing = {s: k for s, k in zip(sids, keys, strict=True)
+                   if (rid, s) not in _SERIES_PKS and (rid, s) not in self.created}
+        if missing:
+            self._create_series(missing)
+        return [_SERIES_PKS.get((rid, s)) or self.created[(rid, s)] for s in sids]
+
+    def _create_series(self, missing: dict[str, tuple[str, str, str | None, str | None]]) -> None:
+        rid = self.run.pk
+        with connection.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO ingest_series (run_id, sid, kind, key, stat, env, nonfinite_count)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 0) ON CONFLICT (run_id, sid) DO NOTHING",
+                [(rid, s, *k) for s, k in missing.items()],
+            )
+        found = Series.objects.filter(run_id=rid, sid__in=list(missing)).values_list("sid", "pk")
+        known = {s for (r, s) in _SERIES_PKS if r == rid}
+        for sid, pk in found:
+            self.created[(rid, sid)] = pk
+            if sid not in known:
+                kind, key, stat, env = missing[sid]
+                self.new_series.append(catalog_entry(sid, kind, key, stat, env))
+
+    def add_points(self, sids: list[str], pks: list[int], step: int, t: float,
+                   values: list[float | None]) -> None:
+        for sid, pk, v in zip(sids, pks, values, strict=True):
+            self.rows.append((self.run.pk, pk, step, t, v, self.seq))
+            pt = self.points.setdefault(sid, {"step": [], "time": [], "value": []})
+            pt["step"].append(step)
+            pt["time"].append(t)
+            pt["value"].append(v)
+
+    def see_step(self, step: int) -> None:
+        if self.run.last_step is None or step > self.run.last_step:
+            self.run.last_step = step
+            self.run_changed = True
+
+    def finish(self, msg_id: str, run_created: bool) -> Outcome:
+        run = self.run
+        run.updated_at = _now()
+        if self.rows:
+            run.seq = self.seq
+            with connection.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO ingest_point (run_id, series_id, step, time, value, seq)"
+                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (series_id, step) DO UPDATE"
+                    " SET time = excluded.time, value = excluded.value, seq = excluded.seq",
+                    self.rows,
+                )
+        run.save()
+        info = run_info(run) if (self.run_changed or run_created) else None
+        return Outcome({"type": "ack", "id": msg_id}, run_id=run.pk,
+                       seq=run.seq if self.rows else None, points=self.points,
+                       new_series=self.new_series, run=info)
+
+
+def catalog_entry(sid: str, kind: str, key: str, stat: str | None,
+                  env: str | None) -> dict[str, Any]:
+    return {"id": sid, "kind": kind, "key": key, "stat": stat, "env": env,
+            **placement(kind, key, stat, env)}
+
+
+def run_info(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "project": getattr(run, "project_name", None) or run.project.name,
+        "name": run.name,
+        "status": run.status,
+        "last_step": run.last_step,
+        "started_at": run.started_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(),
+        "color": run.color,
+    }
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def _apply_step(w: _Writer, msg: p.Step) -> None:
+    t = msg.time if msg.time is not None else _time.time()
+    keys = [("step", k, None, None) for k in msg.metrics]
+    sids = [series_id(*k) for k in keys]
+    w.add_points(sids, w.series_pks(keys), msg.step, t, list(msg.metrics.values()))
+    if msg.nonfinite:
+        bad = [("step", k, None, None) for k in msg.nonfinite]
+        Series.objects.filter(pk__in=w.series_pks(bad)).update(
+            nonfinite_count=F("nonfinite_count") + 1)
+    w.see_step(msg.step)
+
+
+def _apply_samples(w: _Writer, msg: p.Samples) -> None:
+    steps = np.unique(msg.step)
+    now = _time.time()
+    SampleBatch.objects.bulk_create([
+        SampleBatch(run=w.run, step=int(s), msg_id=msg.id, n=int(mask.sum()),
+                    data=columns.encode_batch(msg, mask))
+        for s in steps for mask in [msg.step == s]
+    ])
+    ranges = env_ranges(w.run.pk)
+    for s in steps.tolist():
+        _reaggregate(w, s, ranges, now)
+    w.see_step(int(steps[-1]))
+
+
+def _reaggregate(w: _Writer, step: int, ranges: dict[str, EnvRanges], now: float) -> None:
+    """Recompute every derived series of one step from all its committed batches."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, derived_series)"
+            " VALUES (%s, %s, %s, 0, %s) ON CONFLICT (run_id, step) DO NOTHING",
+            [w.run.pk, step, now, b""],
+        )
+        cur.execute(
+            "SELECT first_seen, derived_series FROM ingest_stepstate WHERE run_id = %s"
+            " AND step = %s", [w.run.pk, step])
+        first_seen, previous = cur.fetchone()
+        cur.execute("SELECT data FROM ingest_samplebatch WHERE run_id = %s AND step = %s",
+                    [w.run.pk, step])
+        batches = [columns.decode_batch(row[0]) for row in cur.fetchall()]
+    samples, latest = columns.assemble_step(batches)
+    values = aggregate_step(samples, ranges)
+    keys = list(values)
+    pks = w.series_pks(keys)
+    sids = [series_id(*k) for k in keys]
+    t = latest if latest is not None else first_seen
+    w.add_points(sids, pks, step, t, list(values.values()))
+    _withdraw_vanished(w, step, t, np.frombuffer(bytes(previous), dtype="<i8"), pks)
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s"
+            " WHERE run_id = %s AND step = %s",
+            [samples.n, np.asarray(pks, dtype="<i8").tobytes(), w.run.pk, step])
+
+
+def _withdraw_vanished(w: _Writer, step: int, t: float, previous: np.ndarray,
+                       current: list[int]) -> None:
+    """Tombstone points of statistics that no longer have a value at this step (rare: e.g. a
+    late sample below the declared minimum empties a Gini mean)."""
+    gone = np.setdiff1d(previous, np.asarray(current, dtype=np.int64))
+    if not gone.size:
+        return
+    rows = Series.objects.filter(pk__in=gone.tolist()).values_list("pk", "sid")
+    pks, sids = [r[0] for r in rows], [r[1] for r in rows]
+    w.add_points(sids, pks, step, t, [None] * len(pks))
+
+
+def env_ranges(run_id: int) -> dict[str, EnvRanges]:
+    out = {}
+    for env in Environment.objects.filter(run_id=run_id):
+        metrics = {
+            name: MetricRange(spec.get("min"), spec.get("max"), bool(spec.get("invert")))
+            for name, spec in (env.metrics_ranges or {}).items()
+        }
+        out[env.name] = EnvRanges(env.reward_min, env.reward_max, metrics)
+    return out
+
+
+def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> None:
+    Environment.objects.filter(run=run).delete()
+    Environment.objects.bulk_create([
+        Environment(run=run, name=e.name, weight=e.weight, reward_min=e.reward_min,
+                    reward_max=e.reward_max, metrics_ranges=e.metrics_ranges)
+        for e in envs
+    ])
+
+
+def _apply_run_start(w: _Writer, msg: p.RunStart) -> None:
+    run = w.run
+    if msg.config is not None:
+        run.config = msg.config
+    if msg.time is not None:
+        run.started_at = datetime.fromtimestamp(msg.time, UTC)
+    run.status = "running"
+    if msg.environments is not None:
+        replace_environments(run, msg.environments)
+    w.run_changed = True
+
+
+def _apply_ranges(w: _Writer, msg: p.Ranges) -> None:
+    replace_environments(w.run, msg.environments)
+    w.run_changed = True
+
+
+def _apply_run_end(w: _Writer, msg: p.RunEnd) -> None:
+    w.run.status = msg.status
+    w.run_changed = True
+
+
+_HANDLERS: dict[str, Any] = {
+    "run.start": _apply_run_start,
+    "step": _apply_step,
+    "samples": _apply_samples,
+    "ranges": _apply_ranges,
+    "run.end": _apply_run_end,
+}

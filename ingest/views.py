@@ -1,0 +1,42 @@
+"""HTTP ingest: `POST /api/ingest` with one message or a list (JSON or msgpack)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from ingest import auth, broadcast
+from ingest.service import handle_object
+from trainer_hooks import protocol as p
+
+
+@csrf_exempt  # bearer-token API, no cookies involved
+@require_POST
+def ingest(request: HttpRequest) -> JsonResponse:
+    project_id = auth.project_for_token(auth.bearer(request.headers.get("Authorization")))
+    if project_id is None:
+        return JsonResponse({"error": "missing or bad token"}, status=401)
+    length = int(request.headers.get("Content-Length") or 0)
+    if length > settings.TELESCOPE_MAX_MESSAGE_BYTES:
+        return JsonResponse({"error": "body too large"}, status=413)
+    body = request.body
+    if len(body) > settings.TELESCOPE_MAX_MESSAGE_BYTES:
+        return JsonResponse({"error": "body too large"}, status=413)
+    binary = (request.content_type or "").lower() == "application/msgpack"
+    try:
+        payload = p.decode_frame(body, binary=binary)
+    except p.ProtocolError as exc:
+        return JsonResponse({"error": exc.message}, status=400)
+    messages: list[Any] = payload if isinstance(payload, list) else [payload]
+    acks: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for obj in messages:
+        outcome = handle_object(project_id, obj)
+        (acks if outcome.reply["type"] == "ack" else errors).append(outcome.reply)
+        async_to_sync(broadcast.publish)(outcome)
+    return JsonResponse({"acks": acks, "errors": errors})

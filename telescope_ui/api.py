@@ -1,0 +1,89 @@
+"""Read API (PROTOCOL.md §4): runs, catalog, series."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET, require_http_methods
+
+from ingest import reads
+from ingest.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
+from ingest.models import Run
+from ingest.store import run_info
+
+
+def _json(data: Any, status: int = 200) -> HttpResponse:
+    body = orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY)
+    return HttpResponse(body, status=status, content_type="application/json")
+
+
+def _bad(field: str, message: str) -> HttpResponse:
+    return _json({"error": message, "field": field}, status=400)
+
+
+@require_GET
+def runs(request: HttpRequest) -> HttpResponse:
+    qs = Run.objects.select_related("project").order_by("-updated_at")
+    if request.GET.get("project"):
+        qs = qs.filter(project__name=request.GET["project"])
+    return _json({"runs": [run_info(r) for r in qs]})
+
+
+@require_http_methods(["GET", "PATCH"])
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    """GET one run; PATCH {"color": "#rrggbb"} (CSRF-protected page write)."""
+    run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
+    if request.method == "PATCH":
+        try:
+            body = orjson.loads(request.body)
+        except orjson.JSONDecodeError:
+            return _bad("body", "body must be JSON")
+        color = body.get("color") if isinstance(body, dict) else None
+        if not isinstance(color, str) or not _is_hex_color(color):
+            return _bad("color", "color must look like #rrggbb")
+        run.color = color
+        run.save(update_fields=["color"])
+    return _json(run_info(run))
+
+
+def _is_hex_color(value: str) -> bool:
+    return len(value) == 7 and value[0] == "#" and all(c in "0123456789abcdefABCDEF"
+                                                       for c in value[1:])
+
+
+@require_GET
+def catalog(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    return _json(reads.catalog(run))
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(name) from None
+
+
+@require_GET
+def series(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    ids = [s for s in request.GET.get("ids", "").split(",") if s]
+    if not ids:
+        return _bad("ids", "ids is required: comma-separated series ids from the catalog")
+    if len(ids) > 500:
+        return _bad("ids", "at most 500 ids per request")
+    try:
+        max_points = _int_param(request, "max_points") or DEFAULT_MAX_POINTS
+        min_step = _int_param(request, "min_step")
+        max_step = _int_param(request, "max_step")
+    except ValueError as exc:
+        return _bad(str(exc), f"{exc} must be an integer")
+    if not MIN_POINTS <= max_points <= MAX_POINTS:
+        return _bad("max_points", f"max_points must be between {MIN_POINTS} and {MAX_POINTS}")
+    return _json(reads.series(run, ids, max_points, min_step, max_step))

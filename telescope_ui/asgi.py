@@ -1,0 +1,33 @@
+"""ASGI entry point: HTTP through Django, `/ws/ingest/` for trainers, `/ws/live/` for pages."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "telescope_ui.settings")
+django_asgi_app = get_asgi_application()
+
+# Consumers import models: only after the app registry is ready.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from ingest.consumers import IngestConsumer  # noqa: E402
+from telescope_ui.live import LiveConsumer  # noqa: E402
+
+# Trainers are not browsers: no Origin to check, a bearer token instead.
+ingest_routes = URLRouter([path("ws/ingest/", IngestConsumer.as_asgi())])
+live_routes = AllowedHostsOriginValidator(
+    AuthMiddlewareStack(URLRouter([path("ws/live/", LiveConsumer.as_asgi())]))
+)
+
+
+async def websocket_router(scope, receive, send):  # type: ignore[no-untyped-def]
+    app = ingest_routes if scope["path"].startswith("/ws/ingest/") else live_routes
+    return await app(scope, receive, send)
+
+
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_router})

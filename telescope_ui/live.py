@@ -1,0 +1,137 @@
+"""Browser live updates (`/ws/live/`): sequence-numbered deltas per run, with resync.
+
+Client → server: `{"type": "subscribe", "run": ID, "after_seq": N}` (N = the `seq` of the
+snapshot it loaded), `{"type": "unsubscribe", "run": ID}`, `{"type": "resync", "run": ID,
+"after_seq": N}`.
+Server → client: `{"type": "delta", "run", "from_seq", "seq", "points": {sid: {step, time,
+value}}, "series": [new catalog entries]}` — apply only when `from_seq` equals the last seq
+applied, else ask for a resync; a null value withdraws a point. `{"type": "run", "run", "info"}`
+when a run's status or last step changes; `{"type": "reset", "run"}` when the gap is too large
+to replay (reload the snapshot). Deltas are coalesced to at most one per interval per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from ingest.broadcast import group_name
+from ingest.models import Run
+from ingest.reads import changes_since
+
+MAX_REPLAY_POINTS = 50_000
+MAX_SUBSCRIPTIONS = 64
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        self.last_seq: dict[int, int] = {}
+        self.pending: dict[int, list[dict[str, Any]]] = {}
+        self.flush_task: asyncio.Task[None] | None = None
+        self.last_flush = 0.0
+        self.interval = settings.TELESCOPE_LIVE_INTERVAL_MS / 1000
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for run_id in list(self.last_seq):
+            await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
+        if self.flush_task:
+            self.flush_task.cancel()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            msg = orjson.loads(text_data or bytes_data or b"")
+            kind, run_id = msg["type"], int(msg["run"])
+            after = int(msg.get("after_seq") or 0)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            await self._send({"type": "error", "message": "expected {type, run, after_seq}"})
+            return
+        if kind == "subscribe":
+            await self._subscribe(run_id, after)
+        elif kind == "unsubscribe":
+            self.last_seq.pop(run_id, None)
+            self.pending.pop(run_id, None)
+            await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
+        elif kind == "resync" and run_id in self.last_seq:
+            await self._replay(run_id, after)
+        else:
+            await self._send({"type": "error", "message": f"unknown request {kind!r}"})
+
+    async def _subscribe(self, run_id: int, after: int) -> None:
+        if len(self.last_seq) >= MAX_SUBSCRIPTIONS and run_id not in self.last_seq:
+            await self._send({"type": "error", "message": "too many subscriptions"})
+            return
+        if not await database_sync_to_async(Run.objects.filter(pk=run_id).exists)():
+            await self._send({"type": "error", "run": run_id, "message": "no such run"})
+            return
+        await self.channel_layer.group_add(group_name(run_id), self.channel_name)
+        await self._replay(run_id, after)
+
+    async def _replay(self, run_id: int, after: int) -> None:
+        """Send everything after `after` from the database (the source of truth)."""
+        self.pending.pop(run_id, None)
+        found = await database_sync_to_async(changes_since)(run_id, after, MAX_REPLAY_POINTS)
+        if found is None:
+            self.last_seq[run_id] = after
+            await self._send({"type": "reset", "run": run_id})
+            return
+        points, seq = found
+        self.last_seq[run_id] = max(seq, after)
+        await self._send({"type": "delta", "run": run_id, "from_seq": after,
+                          "seq": self.last_seq[run_id], "points": points, "series": []})
+
+    async def run_points(self, event: dict[str, Any]) -> None:
+        """A commit somewhere published points for a run this page watches."""
+        run_id = event["run"]
+        if run_id not in self.last_seq:
+            return
+        if event.get("info"):
+            await self._send({"type": "run", "run": run_id, "info": event["info"]})
+        if event.get("seq") is None:
+            return
+        self.pending.setdefault(run_id, []).append(event)
+        if self.flush_task is None or self.flush_task.done():
+            delay = max(0.0, self.last_flush + self.interval - time.monotonic())
+            self.flush_task = asyncio.ensure_future(self._flush_later(delay))
+
+    async def _flush_later(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        self.last_flush = time.monotonic()
+        pending, self.pending = self.pending, {}
+        for run_id, events in pending.items():
+            await self._flush_run(run_id, events)
+
+    async def _flush_run(self, run_id: int, events: list[dict[str, Any]]) -> None:
+        last = self.last_seq.get(run_id)
+        if last is None:
+            return
+        events = sorted((e for e in events if e["seq"] > last), key=lambda e: e["seq"])
+        if not events:
+            return
+        seqs = [e["seq"] for e in events]
+        if seqs != list(range(last + 1, last + 1 + len(seqs))):
+            # A commit's broadcast is missing or late (another process, a dropped pub/sub
+            # message): read the gap from the database instead.
+            await self._replay(run_id, last)
+            return
+        points: dict[str, dict[str, list[Any]]] = {}
+        series: list[dict[str, Any]] = []
+        for e in events:
+            series.extend(e["series"])
+            for sid, pt in e["points"].items():
+                into = points.setdefault(sid, {"step": [], "time": [], "value": []})
+                for col in ("step", "time", "value"):
+                    into[col].extend(pt[col])
+        self.last_seq[run_id] = seqs[-1]
+        await self._send({"type": "delta", "run": run_id, "from_seq": last, "seq": seqs[-1],
+                          "points": points, "series": series})
+
+    async def _send(self, msg: dict[str, Any]) -> None:
+        await self.send(text_data=orjson.dumps(msg).decode())

@@ -1,0 +1,41 @@
+"""Run the dashboard under daphne: `python -m telescope_ui.serve [--host H] [--port P]`.
+
+Same as `daphne telescope_ui.asgi:application`, but with daphne's WebSocket message cap raised
+above our own limit, so an oversized ingest frame gets our 4413 close instead of daphne's 1009.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--verbosity", type=int, default=1)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "telescope_ui.settings")
+
+    import django
+
+    django.setup()
+    from daphne.server import Server
+    from django.conf import settings
+
+    from telescope_ui.asgi import application
+
+    cap = settings.TELESCOPE_MAX_MESSAGE_BYTES * 2
+    print(f"Telescope dashboard on http://{args.host}:{args.port}/", flush=True)
+    Server(
+        application,
+        endpoints=[f"tcp:port={args.port}:interface={args.host}"],
+        websocket_max_message_size=cap,
+        websocket_max_frame_size=cap,
+        verbosity=args.verbosity,
+    ).run()
+
+
+if __name__ == "__main__":
+    main()

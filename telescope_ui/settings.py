@@ -1,0 +1,135 @@
+"""Settings, read from the environment (PROTOCOL.md §5).
+
+Embedded default: SQLite in WAL mode under TELESCOPE_DATA_DIR and the in-process channel layer.
+Scale-out: DATABASE_URL (PostgreSQL) and REDIS_URL (channels_redis pub/sub layer).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return default if value in (None, "") else int(value)
+
+
+def envlist(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    return default if value in (None, "") else [v.strip() for v in value.split(",") if v.strip()]
+
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY") or "telescope-insecure-development-key-set-SECRET_KEY"
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+DATA_DIR = Path(os.environ.get("TELESCOPE_DATA_DIR") or BASE_DIR / "data").resolve()
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "ingest",
+    "telescope_ui",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.gzip.GZipMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "telescope_ui.urls"
+ASGI_APPLICATION = "telescope_ui.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=600)}
+    DATABASES["default"].setdefault("TEST", {})
+    DATABASES["default"]["TEST"]["NAME"] = os.environ.get("TELESCOPE_TEST_DB") or None
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "telescope.sqlite3",
+            # IMMEDIATE: writers take the lock at BEGIN, so two writers never deadlock upgrading.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                    "PRAGMA busy_timeout=30000; PRAGMA cache_size=-65536;"
+                ),
+            },
+            "TEST": {"NAME": os.environ.get("TELESCOPE_TEST_DB") or None},
+        }
+    }
+
+if os.environ.get("REDIS_URL"):
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+# Ingest limits (PROTOCOL.md §1: 4413 too large, 4429 rate limited).
+TELESCOPE_MAX_MESSAGE_BYTES = envint("TELESCOPE_MAX_MESSAGE_BYTES", 8 * 1024 * 1024)
+TELESCOPE_MAX_MESSAGES_PER_SECOND = envint("TELESCOPE_MAX_MESSAGES_PER_SECOND", 2000)
+TELESCOPE_RATE_BURST = envint("TELESCOPE_RATE_BURST", 4000)
+TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+}

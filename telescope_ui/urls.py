@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from ingest import views as ingest_views
+from telescope_ui import api, pages
+
+urlpatterns = [
+    path("", pages.runs_page, name="runs"),
+    path("runs/<int:run_id>/metrics", pages.metrics_page, name="metrics"),
+    path("static/plotly.min.js", pages.plotly_js, name="plotly"),
+    path("api/ingest", ingest_views.ingest, name="ingest"),
+    path("api/runs", api.runs, name="api-runs"),
+    path("api/runs/<int:run_id>", api.run_detail, name="api-run"),
+    path("api/runs/<int:run_id>/catalog", api.catalog, name="api-catalog"),
+    path("api/runs/<int:run_id>/series", api.series, name="api-series"),
+]
