@@ -105,7 +105,11 @@ if os.environ.get("REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [os.environ["REDIS_URL"]]},
+            "CONFIG": {
+                "hosts": [os.environ["REDIS_URL"]],
+                # Separate deployments (or test servers) sharing one Redis stay apart.
+                "prefix": os.environ.get("TELESCOPE_CHANNEL_PREFIX", "telescope"),
+            },
         }
     }
 else:

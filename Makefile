@@ -1,0 +1,43 @@
+# Telescope dashboard. `make run` serves the dashboard with demo data; `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test test-python test-js lint bench clean
+
+$(VENV)/.server: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[server]"
+	touch $@
+
+$(VENV)/.dev: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@ $(VENV)/.server
+
+run: $(VENV)/.server
+	$(PY) manage.py migrate -v 0
+	$(PY) manage.py demo --if-empty
+	$(PY) -m telescope_ui.serve --host $(HOST) --port $(PORT)
+
+test: test-js test-python
+
+test-python: $(VENV)/.dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-js:
+	@if [ -d tests/js ]; then node --test tests/js/; fi
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+
+bench: $(VENV)/.dev
+	$(PY) bench/ingest.py
+	$(PY) bench/read.py
+
+clean:
+	rm -rf $(VENV) data

@@ -1,0 +1,61 @@
+"""Shared fixtures. Service-backed tests skip without PostgreSQL/Redis, except under CI=true,
+where a missing service is a failure."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.live_server import LiveServer, ServerState
+
+CI = os.environ.get("CI", "").lower() == "true"
+PG_URL = os.environ.get("TELESCOPE_SERVICE_PG", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("TELESCOPE_SERVICE_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def require_services() -> None:
+    """Skip (or, in CI, fail) when PostgreSQL or Redis is not running on localhost."""
+    missing = [name for name, port in (("PostgreSQL", 5432), ("Redis", 6379))
+               if not _reachable("127.0.0.1", port)]
+    if missing:
+        message = f"{' and '.join(missing)} not reachable on 127.0.0.1"
+        if CI:
+            pytest.fail(message + " (CI=true: service tests must run)")
+        pytest.skip(message)
+
+
+@pytest.fixture
+def live_state(tmp_path: Path) -> Iterator[ServerState]:
+    """State for live servers on the pass's backend (SQLite file, or PostgreSQL when
+    DATABASE_URL is set; the Redis layer when REDIS_URL is set)."""
+    state = ServerState(tmp_path, os.environ.get("DATABASE_URL"), os.environ.get("REDIS_URL"))
+    yield state
+    state.drop()
+
+
+@pytest.fixture
+def live_server(live_state: ServerState) -> Iterator[LiveServer]:
+    server = LiveServer(live_state).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def service_state(tmp_path: Path) -> Iterator[ServerState]:
+    """State shared by several server processes: always PostgreSQL + Redis."""
+    require_services()
+    state = ServerState(tmp_path, PG_URL, REDIS_URL)
+    yield state
+    state.drop()
