@@ -1,0 +1,69 @@
+"""POST /api/ingest: the same decode/validate path as the WebSocket."""
+
+from __future__ import annotations
+
+import msgpack
+import orjson
+import pytest
+from django.test import Client
+
+from ingest.models import Point, Run
+from tests.server.conftest import samples_msg, step_msg
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def post(client: Client, token: str | None, body: bytes,
+         content_type: str = "application/json") -> tuple[int, dict]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = client.post("/api/ingest", body, content_type=content_type, headers=headers)
+    return response.status_code, orjson.loads(response.content)
+
+
+@pytest.fixture
+def client() -> Client:
+    return Client(enforce_csrf_checks=True)
+
+
+def test_it_ingests_a_list_and_reports_acks_and_errors(client: Client, token: str) -> None:
+    body = orjson.dumps([step_msg(0, {"a": 1.0}), step_msg(-1, {"a": 1.0}, mid="bad"),
+                         samples_msg(0, [0.5, 1.5])])
+    status, reply = post(client, token, body)
+    assert status == 200
+    assert reply["acks"] == [{"type": "ack", "id": "step-0"}, {"type": "ack", "id": "s1"}]
+    assert [(e["id"], e["field"]) for e in reply["errors"]] == [("bad", "step")]
+    assert Point.objects.get(series__sid="reward|reward|mean|", step=0).value == 1.0
+
+
+def test_it_accepts_msgpack(client: Client, token: str) -> None:
+    status, reply = post(client, token, msgpack.packb(step_msg(2, {"a": 3.0})),
+                         "application/msgpack")
+    assert status == 200 and reply["acks"] == [{"type": "ack", "id": "step-2"}]
+
+
+def test_it_rejects_a_bad_token_with_401(client: Client, token: str) -> None:
+    status, _ = post(client, token[:-1], orjson.dumps(step_msg(0, {"a": 1.0})))
+    assert status == 401
+    status, _ = post(client, None, orjson.dumps(step_msg(0, {"a": 1.0})))
+    assert status == 401
+    assert Run.objects.count() == 0
+
+
+def test_it_rejects_an_unparseable_body_with_400(client: Client, token: str) -> None:
+    status, reply = post(client, token, b"{nope")
+    assert status == 400 and "JSON" in reply["error"]
+
+
+def test_it_rejects_a_body_over_the_limit_with_413(client: Client, token: str,
+                                                   settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TELESCOPE_MAX_MESSAGE_BYTES = 100
+    status, _ = post(client, token, orjson.dumps(step_msg(0, {"a" * 50: 1.0, "b" * 50: 2.0})))
+    assert status == 413
+    assert Run.objects.count() == 0
+
+
+def test_a_resent_message_is_a_duplicate(client: Client, token: str) -> None:
+    body = orjson.dumps(step_msg(0, {"a": 1.0}))
+    post(client, token, body)
+    _, reply = post(client, token, body)
+    assert reply["acks"] == [{"type": "ack", "id": "step-0", "duplicate": True}]

@@ -1,0 +1,97 @@
+"""Stored aggregates equal a float64 recomputation over all committed samples of the step,
+whatever the split into messages, their order, duplicates or late arrival."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ingest.models import Point, Project
+from ingest.service import handle_object
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make_samples(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+    return {
+        "sample_id": np.array([f"s{i}" for i in range(n)]),
+        "group_id": rng.integers(0, max(1, n // 4), n).astype(str),
+        "reward": rng.normal(0.3, 1.0, n).round(3),
+        "env": rng.choice(["a", "b"], n),
+        "correct": rng.integers(0, 2, n).astype(float),
+    }
+
+
+def send(project: int, run: str, cols: dict[str, np.ndarray], idx: np.ndarray, mid: str,
+         step: int = 0) -> None:
+    msg = {"v": 1, "id": mid, "type": "samples", "run": run, "step": step,
+           "sample_id": cols["sample_id"][idx].tolist(), "group_id": cols["group_id"][idx].tolist(),
+           "reward": cols["reward"][idx].tolist(), "env": cols["env"][idx].tolist(),
+           "metrics": {"correct": cols["correct"][idx].tolist()}}
+    assert handle_object(project, msg).reply["type"] == "ack"
+
+
+def stored(run: str, step: int = 0) -> dict[str, float]:
+    return dict(Point.objects.filter(run__name=run, step=step, value__isnull=False)
+                .values_list("series__sid", "value"))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120), parts=st.integers(1, 6),
+       dups=st.integers(0, 3))
+def test_aggregates_do_not_depend_on_split_order_or_duplicates(
+        transactional_db: None, seed: int, n: int, parts: int, dups: int) -> None:
+    rng = np.random.default_rng(seed)
+    project = Project.objects.get_or_create(name="p")[0].pk
+    cols = make_samples(rng, n)
+    whole, split = f"whole-{seed}-{n}", f"split-{seed}-{n}-{parts}"
+    send(project, whole, cols, np.arange(n), "all")
+    chunks = np.array_split(rng.permutation(n), parts)
+    order = list(range(len(chunks))) + list(rng.integers(0, len(chunks), dups))
+    for k in order:  # duplicates resend the same message id
+        send(project, split, cols, chunks[k], f"part-{k}")
+
+    a, b = stored(whole), stored(split)
+    assert a == b  # bitwise: canonical order makes the split invisible
+
+    r = cols["reward"]
+    assert a["reward|reward|mean|"] == pytest.approx(np.mean(r), rel=1e-12, abs=1e-12)
+    assert a["reward|reward|std|"] == pytest.approx(np.std(r, ddof=1), rel=1e-12)
+    assert a["reward|reward|min|"] == r.min() and a["reward|reward|max|"] == r.max()
+    assert a["reward|reward|count|"] == n
+    for env in ("a", "b"):
+        sel = cols["env"] == env
+        if sel.any():
+            assert a[f"sample|correct|mean|{env}"] == pytest.approx(
+                np.mean(cols["correct"][sel]), rel=1e-12)
+
+
+def test_late_samples_for_an_old_step_update_its_aggregates(transactional_db: None) -> None:
+    project = Project.objects.create(name="p").pk
+    rng = np.random.default_rng(7)
+    cols = make_samples(rng, 40)
+    send(project, "r", cols, np.arange(20), "early", step=3)
+    send(project, "r", cols, np.arange(40), "other-step", step=9)
+    before = stored("r", 3)["reward|reward|mean|"]
+    send(project, "r", cols, np.arange(20, 40), "late", step=3)
+    after = stored("r", 3)
+    assert before == pytest.approx(np.mean(cols["reward"][:20]))
+    assert after["reward|reward|mean|"] == pytest.approx(np.mean(cols["reward"]), rel=1e-12)
+    assert after["reward|reward|count|"] == 40
+
+
+def test_a_statistic_that_loses_its_value_is_withdrawn(transactional_db: None) -> None:
+    project = Project.objects.create(name="p").pk
+    base = {"v": 1, "type": "samples", "run": "r", "step": 0}
+    handle_object(project, {**base, "id": "1", "sample_id": [1, 2], "group_id": [0, 0],
+                            "reward": [0.0, 1.0]})
+    assert "reward|reward|gini_mean|" in stored("r")
+    # A reward below the undeclared minimum (0) takes the only group out of the Gini mean.
+    handle_object(project, {**base, "id": "2", "sample_id": [3], "group_id": [0],
+                            "reward": [-1.0]})
+    assert "reward|reward|gini_mean|" not in stored("r")
+    tomb = Point.objects.get(series__sid="reward|reward|gini_mean|", step=0)
+    assert tomb.value is None
