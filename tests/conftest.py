@@ -59,3 +59,12 @@ def service_state(tmp_path: Path) -> Iterator[ServerState]:
     state = ServerState(tmp_path, PG_URL, REDIS_URL)
     yield state
     state.drop()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings() -> None:
+    """Close connections after each use, so worker threads of database_sync_to_async leave
+    none open at teardown (PostgreSQL refuses to drop a database in use)."""
+    from django.conf import settings
+
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0

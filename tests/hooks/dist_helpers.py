@@ -1,0 +1,130 @@
+"""Spawn a real gloo process group for a test and collect one result per rank.
+
+Children are started with the 'spawn' context (fresh interpreters, as torchrun would give),
+rendezvous on a free local port with a short timeout, run `target(rank, world)` and send its
+picklable return value back through a queue. A child that hangs past the deadline is killed
+and the test fails instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing as mp
+import queue
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+PG_TIMEOUT = datetime.timedelta(seconds=20)
+
+COLLECTIVES = (
+    "all_reduce",
+    "reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_into_tensor",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "all_gather_object",
+    "broadcast_object_list",
+    "gather_object",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_world(
+    world: int, target: Callable[[int, int], Any], *, timeout: float = 120.0
+) -> list[Any]:
+    """Run `target(rank, world)` in `world` spawned gloo processes; return results by rank."""
+    ctx = mp.get_context("spawn")
+    results: queue.Queue[tuple[int, str, Any]] = ctx.Queue()
+    port = free_port()
+    procs = [
+        ctx.Process(target=_child, args=(rank, world, port, target, results), daemon=True)
+        for rank in range(world)
+    ]
+    for proc in procs:
+        proc.start()
+    got: dict[int, tuple[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < world:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"ranks {sorted(set(range(world)) - set(got))} hung")
+            try:
+                rank, status, payload = results.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                dead = [p.pid for p in procs if p.exitcode not in (None, 0)]
+                if dead and len(got) + len(dead) >= world:
+                    raise AssertionError(f"child processes {dead} died without a result") from None
+                continue
+            got[rank] = (status, payload)
+    finally:
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()  # only the processes this helper started
+                proc.join(timeout=5)
+    crashed = {r: p for r, (s, p) in got.items() if s != "ok"}
+    if crashed:
+        raise AssertionError(
+            "ranks crashed:\n" + "\n".join(f"[{r}] {p}" for r, p in crashed.items())
+        )
+    return [got[rank][1] for rank in range(world)]
+
+
+def install_collective_spy(dist: Any) -> dict[str, int]:
+    """Wrap every torch.distributed collective so calls are counted (by name) in the dict."""
+    counts: dict[str, int] = {}
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            counts[name] = counts.get(name, 0) + 1
+            return fn(*args, **kwargs)
+
+        return spy
+
+    for name in COLLECTIVES:
+        fn = getattr(dist, name, None)
+        if fn is not None:
+            setattr(dist, name, wrap(name, fn))
+    return counts
+
+
+def _child(
+    rank: int, world: int, port: int, target: Callable[[int, int], Any], results: Any
+) -> None:
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=PG_TIMEOUT,
+        )
+        results.put((rank, "ok", target(rank, world)))
+    except BaseException:
+        results.put((rank, "crash", traceback.format_exc()))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

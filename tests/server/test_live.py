@@ -1,0 +1,147 @@
+"""Browser live updates: subscribe after a snapshot, sequence-numbered deltas, resync."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from ingest import reads
+from ingest.models import Run
+from ingest.series_ids import series_id
+from telescope_ui.asgi import application
+from tests.server.conftest import Trainer, step_msg
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")]
+
+
+class Page:
+    def __init__(self, comm: WebsocketCommunicator) -> None:
+        self.comm = comm
+
+    async def send(self, **msg: Any) -> None:
+        await self.comm.send_to(text_data=orjson.dumps(msg).decode())
+
+    async def recv(self) -> dict[str, Any]:
+        return orjson.loads(await self.comm.receive_from(timeout=10))
+
+    async def recv_delta(self) -> dict[str, Any]:
+        while True:
+            msg = await self.recv()
+            if msg["type"] == "delta":
+                return msg
+
+
+@pytest.fixture
+async def page(transactional_db: None) -> AsyncIterator[Page]:
+    comm = WebsocketCommunicator(application, "/ws/live/", headers=ORIGIN)
+    connected, _ = await comm.connect()
+    assert connected
+    yield Page(comm)
+    await comm.disconnect()
+
+
+@database_sync_to_async
+def snapshot(run_name: str, sids: list[str]) -> tuple[int, dict[str, dict[int, float]]]:
+    run = Run.objects.get(name=run_name)
+    got = reads.series(run, sids, 100_000, None, None)
+    return run.pk, {sid: dict(zip(s["step"], s["value"], strict=True))
+                    for sid, s in got["series"].items()} | {"__seq__": got["seq"]}
+
+
+async def test_a_page_from_another_origin_is_refused(transactional_db: None) -> None:
+    headers = [(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1:8000")]
+    comm = WebsocketCommunicator(application, "/ws/live/", headers=headers)
+    connected, _ = await comm.connect()
+    assert not connected
+
+
+async def test_snapshot_plus_deltas_equals_a_fresh_snapshot(trainer: Trainer, page: Page) -> None:
+    await trainer.send(step_msg(0, {"loss": 1.0}))
+    sids = [series_id("step", "loss"), series_id("step", "acc")]
+    run_id, state = await snapshot("r", sids)
+    seq = state.pop("__seq__")
+    await page.send(type="subscribe", run=run_id, after_seq=seq)
+    first = await page.recv_delta()  # the (empty) replay since the snapshot
+    assert (first["from_seq"], first["seq"], first["points"]) == (seq, seq, {})
+    for step in range(1, 8):
+        await trainer.send(step_msg(step, {"loss": 1.0 / (step + 1), "acc": step / 10}))
+    await trainer.send(step_msg(3, {"loss": 9.0}, mid="rewrite-3"))
+    last, new_ids = seq, set()
+    while last < seq + 8:
+        delta = await page.recv_delta()
+        assert delta["from_seq"] == last  # contiguous: nothing missed
+        last = delta["seq"]
+        new_ids |= {s["id"] for s in delta["series"]}
+        for sid, pts in delta["points"].items():
+            for step, value in zip(pts["step"], pts["value"], strict=True):
+                state.setdefault(sid, {})[step] = value
+    assert new_ids == {series_id("step", "acc")}
+    _, fresh = await snapshot("r", sids)
+    fresh.pop("__seq__")
+    assert state == fresh
+    assert state[series_id("step", "loss")][3] == 9.0
+
+
+async def test_a_resync_replays_what_was_missed(trainer: Trainer, page: Page) -> None:
+    await trainer.send(step_msg(0, {"loss": 1.0}))
+    run_id, state = await snapshot("r", [])
+    seq = state["__seq__"]
+    for step in range(1, 4):
+        await trainer.send(step_msg(step, {"loss": float(step)}))
+    await page.send(type="subscribe", run=run_id, after_seq=seq)
+    delta = await page.recv_delta()
+    assert (delta["from_seq"], delta["seq"]) == (seq, seq + 3)
+    assert delta["points"][series_id("step", "loss")]["step"] == [1, 2, 3]
+    await page.send(type="resync", run=run_id, after_seq=seq + 1)
+    again = await page.recv_delta()
+    assert again["from_seq"] == seq + 1
+    assert again["points"][series_id("step", "loss")]["value"] == [2.0, 3.0]
+
+
+async def test_a_lost_broadcast_is_filled_from_the_database(trainer: Trainer, page: Page) -> None:
+    await trainer.send(step_msg(0, {"loss": 1.0}))
+    run_id, state = await snapshot("r", [])
+    seq = state["__seq__"]
+    await page.send(type="subscribe", run=run_id, after_seq=seq)
+    await page.recv_delta()
+    # Commit one step without broadcasting it (as if the pub/sub message were dropped) ...
+    from ingest.service import handle_object
+    project = await database_sync_to_async(lambda: Run.objects.get(pk=run_id).project_id)()
+    await database_sync_to_async(handle_object)(project, step_msg(1, {"loss": 2.0}))
+    # ... then a later commit's broadcast reveals the gap.
+    await trainer.send(step_msg(2, {"loss": 3.0}))
+    delta = await page.recv_delta()
+    assert (delta["from_seq"], delta["seq"]) == (seq, seq + 2)
+    assert delta["points"][series_id("step", "loss")]["step"] == [1, 2]
+
+
+async def test_fast_commits_are_coalesced_into_few_deltas(trainer: Trainer, page: Page,
+                                                          settings: Any) -> None:
+    settings.TELESCOPE_LIVE_INTERVAL_MS = 300
+    await trainer.send(step_msg(0, {"loss": 1.0}))
+    run_id, state = await snapshot("r", [])
+    seq = state["__seq__"]
+    await page.send(type="subscribe", run=run_id, after_seq=seq)
+    await page.recv_delta()
+    for step in range(1, 31):
+        await trainer.send(step_msg(step, {"loss": float(step)}))
+    deltas, last = 0, seq
+    while last < seq + 30:
+        delta = await page.recv_delta()
+        assert delta["from_seq"] == last
+        last, deltas = delta["seq"], deltas + 1
+    assert deltas < 30
+
+
+async def test_unknown_requests_get_an_error(page: Page) -> None:
+    await page.send(type="subscribe", run=12345, after_seq=0)
+    assert (await page.recv())["type"] == "error"
+    await page.comm.send_to(text_data="nonsense")
+    assert (await page.recv())["type"] == "error"
