@@ -11,6 +11,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from ingest import auth, broadcast
+from ingest.materialize import MATERIALIZER
 from ingest.service import handle_frame
 
 CLOSE_BAD_TOKEN = 4401
@@ -49,6 +50,7 @@ class IngestConsumer(AsyncWebsocketConsumer):
         if self.project_id is None:
             await self.close(code=CLOSE_BAD_TOKEN)
             return
+        MATERIALIZER.kick(None)  # sweep steps a crashed process may have left dirty
         self.bucket = TokenBucket(settings.TELESCOPE_MAX_MESSAGES_PER_SECOND,
                                   settings.TELESCOPE_RATE_BURST)
 
@@ -67,3 +69,5 @@ class IngestConsumer(AsyncWebsocketConsumer):
         outcome = await database_sync_to_async(handle_frame)(self.project_id, data, binary=binary)
         await self.send(text_data=orjson.dumps(outcome.reply).decode())
         await broadcast.publish(outcome)
+        if outcome.dirty:
+            MATERIALIZER.kick(outcome.run_id)

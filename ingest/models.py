@@ -117,12 +117,17 @@ class StepState(models.Model):
     step = models.BigIntegerField()
     first_seen = models.FloatField()
     n_samples = models.BigIntegerField(default=0)
+    # A batch arrival sets dirty and bumps version; the materializer clears dirty only if the
+    # version it computed from is still current.
+    dirty = models.BooleanField(default=False)
+    version = models.BigIntegerField(default=0)
     derived_series = models.BinaryField(default=b"")  # int64 pks of series with a point here
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "step"], name="stepstate_unique_step")
         ]
+        indexes = [models.Index(fields=["dirty", "run"], name="stepstate_dirty")]
 
 
 class SampleBatch(models.Model):

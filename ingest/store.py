@@ -19,7 +19,6 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from ingest import columns
-from ingest.aggregate import aggregate_step
 from ingest.models import Environment, Run, SampleBatch, Series
 from ingest.samples import EnvRanges, MetricRange
 from ingest.series_ids import placement, series_id
@@ -39,6 +38,7 @@ class Outcome:
     points: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     new_series: list[dict[str, Any]] = field(default_factory=list)
     run: dict[str, Any] | None = None
+    dirty: bool = False  # steps of the run await re-aggregation
 
 
 def apply_message(project_id: int, msg: p.AnyMessage) -> Outcome:
@@ -48,11 +48,16 @@ def apply_message(project_id: int, msg: p.AnyMessage) -> Outcome:
         run, run_created = _lock_run(project_id, msg.run)
         if not _claim_message(run.pk, msg.id):
             return Outcome({"type": "ack", "id": msg.id, "duplicate": True}, run_id=run.pk)
-        writer = _Writer(run, created)
+        writer = PointWriter(run, created)
         _HANDLERS[msg.type](writer, msg)
         outcome = writer.finish(msg.id, run_created)
-        transaction.on_commit(lambda: _SERIES_PKS.update(created))
+        publish_series_pks(created)
     return outcome
+
+
+def publish_series_pks(created: dict[tuple[int, str], int]) -> None:
+    """Remember series created in the current transaction once it commits."""
+    transaction.on_commit(lambda: _SERIES_PKS.update(created))
 
 
 def _now() -> datetime:
@@ -82,7 +87,7 @@ def _claim_message(run_id: int, msg_id: str) -> bool:
         return cur.rowcount == 1
 
 
-class _Writer:
+class PointWriter:
     """Collects the points of one message and writes them with the run's next seq."""
 
     def __init__(self, run: Run, created: dict[tuple[int, str], int]) -> None:
@@ -93,6 +98,7 @@ class _Writer:
         self.new_series: list[dict[str, Any]] = []
         self.rows: list[tuple[Any, ...]] = []
         self.run_changed = False
+        self.dirty = False
 
     def series_pks(self, keys: Iterable[tuple[str, str, str | None, str | None]]) -> list[int]:
         """pks of the given (kind, key, stat, env) series, creating the missing ones."""
@@ -151,7 +157,7 @@ class _Writer:
         info = run_info(run) if (self.run_changed or run_created) else None
         return Outcome({"type": "ack", "id": msg_id}, run_id=run.pk,
                        seq=run.seq if self.rows else None, points=self.points,
-                       new_series=self.new_series, run=info)
+                       new_series=self.new_series, run=info, dirty=self.dirty)
 
 
 def catalog_entry(sid: str, kind: str, key: str, stat: str | None,
@@ -176,7 +182,7 @@ def run_info(run: Run) -> dict[str, Any]:
 # ---------------------------------------------------------------- handlers
 
 
-def _apply_step(w: _Writer, msg: p.Step) -> None:
+def _apply_step(w: PointWriter, msg: p.Step) -> None:
     t = msg.time if msg.time is not None else _time.time()
     keys = [("step", k, None, None) for k in msg.metrics]
     sids = [series_id(*k) for k in keys]
@@ -188,60 +194,25 @@ def _apply_step(w: _Writer, msg: p.Step) -> None:
     w.see_step(msg.step)
 
 
-def _apply_samples(w: _Writer, msg: p.Samples) -> None:
+def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
+    """Store the raw batch per step and mark those steps for re-aggregation (see
+    ingest.materialize): a step's aggregates are recomputed once for many batches."""
     steps = np.unique(msg.step)
-    now = _time.time()
     SampleBatch.objects.bulk_create([
         SampleBatch(run=w.run, step=int(s), msg_id=msg.id, n=int(mask.sum()),
                     data=columns.encode_batch(msg, mask))
         for s in steps for mask in [msg.step == s]
     ])
-    ranges = env_ranges(w.run.pk)
-    for s in steps.tolist():
-        _reaggregate(w, s, ranges, now)
-    w.see_step(int(steps[-1]))
-
-
-def _reaggregate(w: _Writer, step: int, ranges: dict[str, EnvRanges], now: float) -> None:
-    """Recompute every derived series of one step from all its committed batches."""
+    now = _time.time()
     with connection.cursor() as cur:
-        cur.execute(
-            "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, derived_series)"
-            " VALUES (%s, %s, %s, 0, %s) ON CONFLICT (run_id, step) DO NOTHING",
-            [w.run.pk, step, now, b""],
+        cur.executemany(
+            "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, dirty, version,"
+            " derived_series) VALUES (%s, %s, %s, 0, %s, 1, %s) ON CONFLICT (run_id, step)"
+            " DO UPDATE SET dirty = excluded.dirty, version = ingest_stepstate.version + 1",
+            [(w.run.pk, s, now, True, b"") for s in steps.tolist()],
         )
-        cur.execute(
-            "SELECT first_seen, derived_series FROM ingest_stepstate WHERE run_id = %s"
-            " AND step = %s", [w.run.pk, step])
-        first_seen, previous = cur.fetchone()
-        cur.execute("SELECT data FROM ingest_samplebatch WHERE run_id = %s AND step = %s",
-                    [w.run.pk, step])
-        batches = [columns.decode_batch(row[0]) for row in cur.fetchall()]
-    samples, latest = columns.assemble_step(batches)
-    values = aggregate_step(samples, ranges)
-    keys = list(values)
-    pks = w.series_pks(keys)
-    sids = [series_id(*k) for k in keys]
-    t = latest if latest is not None else first_seen
-    w.add_points(sids, pks, step, t, list(values.values()))
-    _withdraw_vanished(w, step, t, np.frombuffer(bytes(previous), dtype="<i8"), pks)
-    with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s"
-            " WHERE run_id = %s AND step = %s",
-            [samples.n, np.asarray(pks, dtype="<i8").tobytes(), w.run.pk, step])
-
-
-def _withdraw_vanished(w: _Writer, step: int, t: float, previous: np.ndarray,
-                       current: list[int]) -> None:
-    """Tombstone points of statistics that no longer have a value at this step (rare: e.g. a
-    late sample below the declared minimum empties a Gini mean)."""
-    gone = np.setdiff1d(previous, np.asarray(current, dtype=np.int64))
-    if not gone.size:
-        return
-    rows = Series.objects.filter(pk__in=gone.tolist()).values_list("pk", "sid")
-    pks, sids = [r[0] for r in rows], [r[1] for r in rows]
-    w.add_points(sids, pks, step, t, [None] * len(pks))
+    w.dirty = True
+    w.see_step(int(steps[-1]))
 
 
 def env_ranges(run_id: int) -> dict[str, EnvRanges]:
@@ -264,7 +235,7 @@ def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> None:
     ])
 
 
-def _apply_run_start(w: _Writer, msg: p.RunStart) -> None:
+def _apply_run_start(w: PointWriter, msg: p.RunStart) -> None:
     run = w.run
     if msg.config is not None:
         run.config = msg.config
@@ -276,12 +247,12 @@ def _apply_run_start(w: _Writer, msg: p.RunStart) -> None:
     w.run_changed = True
 
 
-def _apply_ranges(w: _Writer, msg: p.Ranges) -> None:
+def _apply_ranges(w: PointWriter, msg: p.Ranges) -> None:
     replace_environments(w.run, msg.environments)
     w.run_changed = True
 
 
-def _apply_run_end(w: _Writer, msg: p.RunEnd) -> None:
+def _apply_run_end(w: PointWriter, msg: p.RunEnd) -> None:
     w.run.status = msg.status
     w.run_changed = True
 

@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ingest import auth, broadcast
+from ingest.materialize import materialize_all
 from ingest.service import handle_object
 from trainer_hooks import protocol as p
 
@@ -35,8 +36,15 @@ def ingest(request: HttpRequest) -> JsonResponse:
     messages: list[Any] = payload if isinstance(payload, list) else [payload]
     acks: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
+    dirty: set[int] = set()
     for obj in messages:
         outcome = handle_object(project_id, obj)
         (acks if outcome.reply["type"] == "ack" else errors).append(outcome.reply)
         async_to_sync(broadcast.publish)(outcome)
+        if outcome.dirty and outcome.run_id is not None:
+            dirty.add(outcome.run_id)
+    # Over HTTP the response waits for the aggregates: a script can read them right after.
+    for run_id in sorted(dirty):
+        for outcome in materialize_all(run_id):
+            async_to_sync(broadcast.publish)(outcome)
     return JsonResponse({"acks": acks, "errors": errors})

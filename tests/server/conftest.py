@@ -9,6 +9,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from ingest.auth import create_token
+from ingest.materialize import MATERIALIZER
 from telescope_ui.asgi import application
 
 
@@ -45,6 +46,14 @@ async def trainer(token: str) -> AsyncIterator[Trainer]:
     assert connected
     yield Trainer(comm)
     await comm.disconnect()
+    await settled()
+
+
+async def settled() -> None:
+    """Wait for the materializer to finish (it re-aggregates steps after acks)."""
+    task = MATERIALIZER.task
+    if task is not None:
+        await task
 
 
 def step_msg(step: int, metrics: dict[str, Any], *, run: str = "r", mid: str | None = None,

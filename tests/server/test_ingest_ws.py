@@ -10,7 +10,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from ingest.models import IngestedMessage, Point, Run, SampleBatch, Series
-from tests.server.conftest import Trainer, ingest_communicator, samples_msg, step_msg
+from tests.server.conftest import Trainer, ingest_communicator, samples_msg, settled, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,9 +50,11 @@ async def test_it_acks_a_step_after_it_is_committed(trainer: Trainer) -> None:
 async def test_a_duplicate_message_is_acked_and_changes_nothing(trainer: Trainer) -> None:
     msg = samples_msg(0, [1.0, 0.0, 1.0], mid="batch-1")
     assert (await trainer.send(msg)) == {"type": "ack", "id": "batch-1"}
+    await settled()
     before = await table_counts()
     again = await trainer.send(msg)
     assert again == {"type": "ack", "id": "batch-1", "duplicate": True}
+    await settled()
     assert await table_counts() == before
     count = await database_sync_to_async(
         lambda: Point.objects.get(series__sid="reward|reward|count|", step=0).value)()

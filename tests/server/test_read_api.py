@@ -12,6 +12,7 @@ from django.test import Client
 from ingest import reads
 from ingest.models import Project
 from ingest.series_ids import parse_series_id, series_id
+from ingest.materialize import materialize_all
 from ingest.service import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,6 +25,7 @@ def project() -> int:
 
 def ingest(project: int, msg: dict) -> None:
     assert handle_object(project, msg).reply["type"] == "ack", msg
+    materialize_all()
 
 
 def get(path: str) -> dict:

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest.models import Point, Project
+from ingest.materialize import materialize_all
 from ingest.service import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,6 +35,7 @@ def send(project: int, run: str, cols: dict[str, np.ndarray], idx: np.ndarray, m
 
 
 def stored(run: str, step: int = 0) -> dict[str, float]:
+    materialize_all()
     return dict(Point.objects.filter(run__name=run, step=step, value__isnull=False)
                 .values_list("series__sid", "value"))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -60,7 +61,16 @@ def step_values(server: LiveServer, run_name: str, step: int) -> dict[str, float
             if step in s["step"]}
 
 
-def test_a_step_split_across_two_processes_aggregates_exactly(servers) -> None:  # type: ignore[no-untyped-def]
+def settled(server: LiveServer, run: str, step: int, n: int) -> dict[str, float]:
+    """Aggregates are materialized shortly after the acks: wait until all n samples count."""
+    deadline = time.monotonic() + 30
+    while (values := step_values(server, run, step)).get("reward|reward|count|") != n:
+        assert time.monotonic() < deadline, values.get("reward|reward|count|")
+        time.sleep(0.05)
+    return values
+
+
+async def test_a_step_split_across_two_processes_aggregates_exactly(servers) -> None:  # type: ignore[no-untyped-def]
     a, b, token = servers
     rng = np.random.default_rng(42)
     n = 4096
@@ -73,15 +83,13 @@ def test_a_step_split_across_two_processes_aggregates_exactly(servers) -> None: 
     # Each process gets half the parts, and a few parts go to both (same id: applied once).
     to_a, to_b = msgs[0::2] + msgs[1:4], msgs[1::2] + msgs[0:3]
 
-    async def both() -> list[list[dict[str, Any]]]:
-        return await asyncio.gather(send_all(a, token, to_a), send_all(b, token, to_b))
-
-    replies = [r for rs in asyncio.run(both()) for r in rs]
+    both = await asyncio.gather(send_all(a, token, to_a), send_all(b, token, to_b))
+    replies = [r for rs in both for r in rs]
     assert all(r["type"] == "ack" for r in replies)
     assert sum(1 for r in replies if r.get("duplicate")) == 6
-    asyncio.run(send_all(a, token, [samples("whole", "whole", 7, cols, np.arange(n))]))
+    await send_all(a, token, [samples("whole", "whole", 7, cols, np.arange(n))])
 
-    split, whole = step_values(b, "split", 7), step_values(a, "whole", 7)
+    split, whole = settled(b, "split", 7, n), settled(a, "whole", 7, n)
     assert split == whole  # bitwise, whichever process stored which part
     r = cols["reward"]
     assert split["reward|reward|count|"] == n
@@ -93,11 +101,11 @@ def test_a_step_split_across_two_processes_aggregates_exactly(servers) -> None: 
     assert split["sample|len|mean|y"] == pytest.approx(cols["len"][sel].mean(), rel=1e-12)
 
 
-def test_a_page_on_one_process_sees_points_ingested_through_the_other(servers) -> None:  # type: ignore[no-untyped-def]
+async def test_a_page_on_one_process_sees_points_ingested_through_the_other(servers) -> None:  # type: ignore[no-untyped-def]
     a, b, token = servers
     first = {"v": 1, "id": "s0", "type": "step", "run": "live", "step": 0,
              "metrics": {"loss": 1.0}}
-    asyncio.run(send_all(a, token, [first]))
+    await send_all(a, token, [first])
     run = get(b, "/api/runs")["runs"][0]
     seq = get(b, f"/api/runs/{run['id']}/catalog")["seq"]
 
@@ -117,7 +125,7 @@ def test_a_page_on_one_process_sees_points_ingested_through_the_other(servers) -
                     deltas.append(msg)
             return deltas
 
-    deltas = asyncio.run(watch_and_ingest())
+    deltas = await watch_and_ingest()
     assert deltas[0]["from_seq"] == seq
     points = [(s, v) for d in deltas for s, v in zip(d["points"]["step|loss||"]["step"],
                                                       d["points"]["step|loss||"]["value"],

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.demo import demo_messages
 from ingest.models import Project, Run
+from ingest.materialize import materialize_all
 from ingest.service import handle_object
 
 
@@ -31,5 +32,6 @@ class Command(BaseCommand):
             if i % 100 == 0:
                 self.stdout.write(f"\rdemo: {i} messages", ending="")
                 self.stdout.flush()
+        materialize_all()
         self.stdout.write(f"\rdemo: run {options['run']!r} with {steps} steps in project "
                           f"{project.name!r}")

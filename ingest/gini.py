@@ -1,0 +1,104 @@
+"""Per-group statistics over a step's samples: Gini (DESIGN.md) and max / median ratio.
+
+Pure: numpy only, no loop over samples or groups. Values are sorted once within their groups;
+every statistic is then a handful of `reduceat` / indexing passes over the sorted array.
+A group statistic returns one value per group and whether the group enters the mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+# (values sorted within groups, group starts, group sizes) -> (value per group, included per group)
+GroupStat = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def sort_within_groups(x: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Order that sorts by group code, then by x within a group."""
+    order = np.argsort(x)
+    by_code = codes[order]
+    if by_code.size and int(by_code.min()) >= 0 and int(by_code.max()) < 1 << 16:
+        by_code = by_code.astype(np.uint16)  # numpy's stable sort is a radix sort for 16 bits
+    return order[np.argsort(by_code, kind="stable")]
+
+
+def runs(sorted_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start index and length of each run of equal codes in a sorted code array."""
+    n = sorted_codes.size
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    starts = np.concatenate(([0], np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1))
+    return starts, np.diff(starts, append=n)
+
+
+def gini_per_group(
+    x: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """G = ΣᵢΣⱼ|xᵢ − xⱼ| / (2n²x̄) per group of x (already shifted by lo and sorted).
+
+    Groups of one value and groups with a value below 0 (below lo) are not included.
+    """
+    rank = np.arange(x.size) - np.repeat(starts, counts)  # 0-based rank within the group
+    # For sorted x, ΣᵢΣⱼ|xᵢ − xⱼ| = 2 Σᵢ (2i − n − 1) x₍ᵢ₎ with i 1-based.
+    coef = (2 * rank + 1 - np.repeat(counts, counts)).astype(np.float64)
+    num = np.add.reduceat(coef * x, starts)
+    total = np.add.reduceat(x, starts)
+    lo, hi = x[starts], x[starts + counts - 1]
+    included = (counts >= 2) & (lo >= 0)
+    # All-equal groups (x̄ may be 0) are exactly 0; rounding must not make them tiny non-zeros.
+    spread = included & (hi > lo)
+    gini = np.zeros(starts.size)
+    gini[spread] = num[spread] / (counts[spread] * total[spread])
+    return gini, included
+
+
+def max_median_ratio_per_group(
+    x: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """max / median per group of sorted x: 1 when max is 0; median 0 with max > 0 left out."""
+    hi = x[starts + counts - 1]
+    median = (x[starts + (counts - 1) // 2] + x[starts + counts // 2]) / 2
+    included = (hi == 0) | (median != 0)
+    ratio = np.ones(starts.size)
+    divide = included & (hi != 0)
+    ratio[divide] = hi[divide] / median[divide]
+    return ratio, included
+
+
+def mean_over_groups(value: np.ndarray, included: np.ndarray) -> tuple[float | None, int, int]:
+    """(unweighted mean of the included groups or None, n_included, n_excluded)."""
+    n_inc = int(np.count_nonzero(included))
+    n_exc = int(included.size - n_inc)
+    if n_inc == 0:
+        return None, 0, n_exc
+    return float(np.mean(value[included])), n_inc, n_exc
+
+
+def per_group(x: np.ndarray, codes: np.ndarray, stat: GroupStat):
+    """Apply `stat` to x grouped by codes: (value, included, code) per group, codes ascending."""
+    order = sort_within_groups(x, codes)
+    sorted_codes = codes[order]
+    starts, counts = runs(sorted_codes)
+    value, included = stat(x[order], starts, counts)
+    return value, included, sorted_codes[starts]
+
+
+def group_gini(
+    values: np.ndarray, groups: np.ndarray, lo: np.ndarray | float
+) -> tuple[float | None, int, int]:
+    """Unweighted mean over groups of G = ΣᵢΣⱼ|xᵢ − xⱼ| / (2n²x̄), x = value − lo.
+
+    Non-finite values are dropped first. Groups of one value and groups with a value below lo
+    are left out and counted as excluded; all-equal groups give 0; the maximum is (n − 1)/n.
+    `lo` is a scalar or one per value. Returns (mean or None when no group is included,
+    n_included, n_excluded).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    lo_arr = np.broadcast_to(np.asarray(lo, dtype=np.float64), values.shape)
+    finite = np.isfinite(values)
+    x = values[finite] - lo_arr[finite]
+    gini, included, _ = per_group(x, np.asarray(groups, dtype=np.int64)[finite], gini_per_group)
+    return mean_over_groups(gini, included)

@@ -1,0 +1,175 @@
+"""Materialize per-step aggregates from raw samples, off the ack path.
+
+Ingest stores a samples batch and marks its step dirty in the same transaction, then acks. The
+materializer recomputes each dirty step from all of its committed batches (so the result is
+exact whatever the split, order or process) and writes the points with the run's next seq.
+Many batches of one step arriving together cost one recomputation. Dirty flags live in the
+database, so a crash loses nothing: any process's next sweep picks the steps up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from channels.db import database_sync_to_async
+from django.db import connection, transaction
+
+from ingest import broadcast, columns
+from ingest.aggregate import aggregate_step
+from ingest.models import Run, Series, StepState
+from ingest.samples import SeriesKey
+from ingest.series_ids import series_id
+from ingest.store import Outcome, PointWriter, env_ranges, publish_series_pks
+
+log = logging.getLogger(__name__)
+
+STEPS_PER_PASS = 32
+QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
+MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
+
+
+@dataclass
+class StepResult:
+    step: int
+    version: int
+    time: float
+    n: int
+    values: dict[SeriesKey, float]
+
+
+def dirty_runs() -> list[int]:
+    with connection.cursor() as cur:
+        cur.execute("SELECT DISTINCT run_id FROM ingest_stepstate WHERE dirty")
+        return [row[0] for row in cur.fetchall()]
+
+
+def compute_dirty(run_id: int) -> list[StepResult]:
+    """Aggregate up to STEPS_PER_PASS dirty steps from their committed batches. Takes no lock:
+    the version read first guarantees the batches read after it include all of that version."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT step, version, first_seen FROM ingest_stepstate WHERE run_id = %s"
+                    " AND dirty ORDER BY step LIMIT %s", [run_id, STEPS_PER_PASS])
+        steps = cur.fetchall()
+    if not steps:
+        return []
+    ranges = env_ranges(run_id)
+    results = []
+    for step, version, first_seen in steps:
+        with connection.cursor() as cur:
+            cur.execute("SELECT data FROM ingest_samplebatch WHERE run_id = %s AND step = %s",
+                        [run_id, step])
+            batches = [columns.decode_batch(row[0]) for row in cur.fetchall()]
+        samples, latest = columns.assemble_step(batches)
+        t = latest if latest is not None else first_seen
+        results.append(StepResult(step, version, t, samples.n, aggregate_step(samples, ranges)))
+    return results
+
+
+def write_results(run_id: int, results: list[StepResult]) -> Outcome | None:
+    """Write the points of the results whose step version is still current, under the run's
+    row lock (as ingest takes it), and clear those steps' dirty flags."""
+    created: dict[tuple[int, str], int] = {}
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return None
+        current = dict(StepState.objects.filter(run_id=run_id, step__in=[r.step for r in results])
+                       .values_list("step", "version"))
+        writer = PointWriter(run, created)
+        for r in results:
+            if current.get(r.step) == r.version:  # else a batch came in since: recompute later
+                _write_step(writer, r)
+        outcome = writer.finish("", run_created=False)
+        publish_series_pks(created)
+    return outcome
+
+
+def materialize(run_id: int) -> Outcome | None:
+    """One pass over a run's dirty steps; None when nothing was dirty."""
+    results = compute_dirty(run_id)
+    return write_results(run_id, results) if results else None
+
+
+def materialize_all(run_id: int | None = None, max_passes: int = 10_000) -> list[Outcome]:
+    """Materialize until nothing is dirty (for one run, or all runs)."""
+    outcomes = []
+    for rid in [run_id] if run_id is not None else dirty_runs():
+        for _ in range(max_passes):
+            outcome = materialize(rid)
+            if outcome is None:
+                break
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _write_step(w: PointWriter, r: StepResult) -> None:
+    keys = list(r.values)
+    pks = w.series_pks(keys)
+    w.add_points([series_id(*k) for k in keys], pks, r.step, r.time, list(r.values.values()))
+    with connection.cursor() as cur:
+        cur.execute("SELECT derived_series FROM ingest_stepstate WHERE run_id = %s"
+                    " AND step = %s", [w.run.pk, r.step])
+        previous = np.frombuffer(bytes(cur.fetchone()[0]), dtype="<i8")
+        cur.execute(
+            "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s, dirty = %s"
+            " WHERE run_id = %s AND step = %s",
+            [r.n, np.asarray(pks, dtype="<i8").tobytes(), False, w.run.pk, r.step])
+    _withdraw_vanished(w, r.step, r.time, previous, pks)
+
+
+def _withdraw_vanished(w: PointWriter, step: int, t: float, previous: np.ndarray,
+                       current: list[int]) -> None:
+    """Tombstone points of statistics that no longer have a value at this step (rare: e.g. a
+    late sample below the declared minimum empties a Gini mean)."""
+    gone = np.setdiff1d(previous, np.asarray(current, dtype=np.int64))
+    if not gone.size:
+        return
+    rows = Series.objects.filter(pk__in=gone.tolist()).values_list("pk", "sid")
+    pks, sids = [r[0] for r in rows], [r[1] for r in rows]
+    w.add_points(sids, pks, step, t, [None] * len(pks))
+
+
+class Materializer:
+    """Per-process scheduler. `kick(run_id)` after an ack; a run is aggregated once its batches
+    pause for QUIET_SECONDS (or after MAX_DELAY_SECONDS of steady arrivals), so the batches of
+    a step cost one recomputation. Work runs on its own thread, off the ingest thread. The
+    loop exits when idle, so no task outlives its event loop; `kick(None)` sweeps every dirty
+    run (also ones a crashed process left)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int | None, tuple[float, float]] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="materialize")
+
+    def kick(self, run_id: int | None) -> None:
+        now = time.monotonic()
+        first = self.pending.get(run_id, (now, now))[0]
+        self.pending[run_id] = (first, now)
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._loop())
+
+    async def _loop(self) -> None:
+        run = database_sync_to_async(materialize_all, thread_sensitive=False,
+                                     executor=self.executor)
+        while self.pending:
+            await asyncio.sleep(QUIET_SECONDS)
+            now = time.monotonic()
+            ready = [r for r, (first, last) in self.pending.items()
+                     if now - last >= QUIET_SECONDS or now - first >= MAX_DELAY_SECONDS]
+            for run_id in ready:
+                del self.pending[run_id]
+                try:
+                    outcomes = await run(run_id)
+                except Exception:  # keep serving; the dirty flags stay for the next sweep
+                    log.exception("materializing run %s failed", run_id)
+                    continue
+                for outcome in outcomes:
+                    await broadcast.publish(outcome)
+
+
+MATERIALIZER = Materializer()
