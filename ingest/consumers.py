@@ -69,5 +69,5 @@ class IngestConsumer(AsyncWebsocketConsumer):
         outcome = await database_sync_to_async(handle_frame)(self.project_id, data, binary=binary)
         await self.send(text_data=orjson.dumps(outcome.reply).decode())
         await broadcast.publish(outcome)
-        if outcome.dirty:
+        if outcome.dirty or outcome.seq is not None:
             MATERIALIZER.kick(outcome.run_id)

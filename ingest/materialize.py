@@ -1,4 +1,4 @@
-"""Materialize per-step aggregates from raw samples, off the ack path.
+"""Materialize per-step aggregates from raw samples, off the ack path (and compact series).
 
 Ingest stores a samples batch and marks its step dirty in the same transaction, then acks. The
 materializer recomputes each dirty step from all of its committed batches (so the result is
@@ -20,6 +20,7 @@ from channels.db import database_sync_to_async
 from django.db import connection, transaction
 
 from ingest import broadcast, columns
+from ingest.compact import compact_run
 from ingest.aggregate import aggregate_step
 from ingest.models import Run, Series, StepState
 from ingest.samples import SeriesKey
@@ -96,7 +97,8 @@ def materialize(run_id: int) -> Outcome | None:
 
 
 def materialize_all(run_id: int | None = None, max_passes: int = 10_000) -> list[Outcome]:
-    """Materialize until nothing is dirty (for one run, or all runs)."""
+    """Materialize until nothing is dirty (for one run, or all runs), then compact the
+    snapshots of series that need it."""
     outcomes = []
     for rid in [run_id] if run_id is not None else dirty_runs():
         for _ in range(max_passes):
@@ -104,6 +106,8 @@ def materialize_all(run_id: int | None = None, max_passes: int = 10_000) -> list
             if outcome is None:
                 break
             outcomes.append(outcome)
+        while compact_run(rid):
+            pass
     return outcomes
 
 

@@ -86,9 +86,22 @@ class Series(models.Model):
     stat = models.CharField(max_length=48, null=True)
     env = models.CharField(max_length=200, null=True)
     nonfinite_count = models.BigIntegerField(default=0)
+    # Commits that wrote points to it since its last snapshot (see ingest.compact).
+    pending = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "sid"], name="series_unique_sid")]
+        indexes = [models.Index(fields=["run", "pending"], name="series_run_pending")]
+
+
+class SeriesSnapshot(models.Model):
+    """All points of a series with seq ≤ `seq`, packed as arrays, so a cold read is a few
+    blobs plus the points written since. Derived data: rebuilt by compaction at any time."""
+
+    series = models.OneToOneField(Series, on_delete=models.CASCADE, primary_key=True)
+    seq = models.BigIntegerField()
+    n = models.IntegerField()
+    data = models.BinaryField()  # int64 steps, float64 times, float64 values (little-endian)
 
 
 class Point(models.Model):
@@ -106,7 +119,10 @@ class Point(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["series", "step"], name="point_unique_step")
         ]
-        indexes = [models.Index(fields=["run", "seq"], name="point_run_seq")]
+        indexes = [
+            models.Index(fields=["run", "seq"], name="point_run_seq"),
+            models.Index(fields=["series", "seq"], name="point_series_seq"),
+        ]
 
 
 class StepState(models.Model):

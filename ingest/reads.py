@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
+from ingest.compact import Arrays, group_rows, load, merge
 from ingest.downsample import clip_steps, downsample
 from ingest.models import Environment, Run, Series
 from ingest.store import catalog_entry
 
 CACHE_MAX_POINTS = 8_000_000
-
-Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # step (int64), time, value (float64)
 
 
 class SeriesCache:
@@ -39,7 +38,7 @@ class SeriesCache:
             self._refresh(run_id, seq)
             missing = [pk for pk in pks if (run_id, pk) not in self.arrays]
             if missing:
-                for pk, arrays in _load(missing).items():
+                for pk, arrays in load(missing).items():
                     self._put((run_id, pk), arrays)
             out = {}
             for pk in pks:
@@ -60,9 +59,9 @@ class SeriesCache:
             cur.execute("SELECT series_id, step, time, value FROM ingest_point"
                         " WHERE run_id = %s AND seq > %s", [run_id, seen])
             rows = cur.fetchall()
-        for pk, arrays in _group_rows(rows).items():
+        for pk, arrays in group_rows(rows).items():
             if pk in cached:
-                self._put((run_id, pk), _merge(self.arrays[(run_id, pk)], arrays))
+                self._put((run_id, pk), merge(self.arrays[(run_id, pk)], arrays))
 
     def _put(self, key: tuple[int, int], arrays: Arrays) -> None:
         old = self.arrays.get(key)
@@ -84,46 +83,6 @@ CACHE = SeriesCache()
 
 def _run_seq(run_id: int) -> int:
     return Run.objects.filter(pk=run_id).values_list("seq", flat=True).get()
-
-
-def _load(pks: list[int]) -> dict[int, Arrays]:
-    placeholders = ", ".join(["%s"] * len(pks))
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT series_id, step, time, value FROM ingest_point WHERE series_id IN"
-                    f" ({placeholders}) AND value IS NOT NULL ORDER BY series_id, step", pks)
-        rows = cur.fetchall()
-    found = _group_rows(rows)
-    empty = (np.empty(0, np.int64), np.empty(0), np.empty(0))
-    return {pk: found.get(pk, empty) for pk in pks}
-
-
-def _group_rows(rows: list[tuple[Any, ...]]) -> dict[int, Arrays]:
-    """Rows (series, step, time, value) → per-series step-sorted arrays; null → NaN."""
-    if not rows:
-        return {}
-    table = np.array(rows, dtype=np.float64)  # None (tombstone) becomes NaN
-    order = np.lexsort((table[:, 1], table[:, 0]))
-    table = table[order]
-    series = table[:, 0].astype(np.int64)
-    cuts = np.flatnonzero(np.diff(series)) + 1
-    out = {}
-    for chunk in np.split(table, cuts):
-        out[int(chunk[0, 0])] = (chunk[:, 1].astype(np.int64), chunk[:, 2].copy(),
-                                 chunk[:, 3].copy())
-    return out
-
-
-def _merge(old: Arrays, new: Arrays) -> Arrays:
-    """Upsert `new` points into `old` by step; NaN values in `new` delete the point."""
-    steps = np.concatenate([old[0], new[0]])
-    order = np.argsort(steps, kind="stable")  # stable: for a repeated step, new comes last
-    s = steps[order]
-    last = np.r_[s[1:] != s[:-1], True]
-    pick = order[last]
-    time = np.concatenate([old[1], new[1]])[pick]
-    value = np.concatenate([old[2], new[2]])[pick]
-    keep = ~np.isnan(value)
-    return s[last][keep], time[keep], value[keep]
 
 
 # ---------------------------------------------------------------- API payloads

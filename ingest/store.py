@@ -115,8 +115,9 @@ class PointWriter:
         rid = self.run.pk
         with connection.cursor() as cur:
             cur.executemany(
-                "INSERT INTO ingest_series (run_id, sid, kind, key, stat, env, nonfinite_count)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 0) ON CONFLICT (run_id, sid) DO NOTHING",
+                "INSERT INTO ingest_series (run_id, sid, kind, key, stat, env, nonfinite_count,"
+                " pending)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 0, 0) ON CONFLICT (run_id, sid) DO NOTHING",
                 [(rid, s, *k) for s, k in missing.items()],
             )
         found = Series.objects.filter(run_id=rid, sid__in=list(missing)).values_list("sid", "pk")
@@ -153,6 +154,10 @@ class PointWriter:
                     " SET time = excluded.time, value = excluded.value, seq = excluded.seq",
                     self.rows,
                 )
+                pks = sorted({row[1] for row in self.rows})
+                cur.execute(
+                    "UPDATE ingest_series SET pending = pending + 1 WHERE id IN ("
+                    + ", ".join(["%s"] * len(pks)) + ")", pks)
         run.save()
         info = run_info(run) if (self.run_changed or run_created) else None
         return Outcome({"type": "ack", "id": msg_id}, run_id=run.pk,

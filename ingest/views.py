@@ -36,15 +36,15 @@ def ingest(request: HttpRequest) -> JsonResponse:
     messages: list[Any] = payload if isinstance(payload, list) else [payload]
     acks: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
-    dirty: set[int] = set()
+    touched: set[int] = set()
     for obj in messages:
         outcome = handle_object(project_id, obj)
         (acks if outcome.reply["type"] == "ack" else errors).append(outcome.reply)
         async_to_sync(broadcast.publish)(outcome)
-        if outcome.dirty and outcome.run_id is not None:
-            dirty.add(outcome.run_id)
+        if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):
+            touched.add(outcome.run_id)
     # Over HTTP the response waits for the aggregates: a script can read them right after.
-    for run_id in sorted(dirty):
+    for run_id in sorted(touched):
         for outcome in materialize_all(run_id):
             async_to_sync(broadcast.publish)(outcome)
     return JsonResponse({"acks": acks, "errors": errors})

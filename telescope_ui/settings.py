@@ -88,6 +88,7 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "telescope.sqlite3",
+            "CONN_MAX_AGE": None,  # reconnecting re-runs the PRAGMAs: keep connections
             # IMMEDIATE: writers take the lock at BEGIN, so two writers never deadlock upgrading.
             "OPTIONS": {
                 "transaction_mode": "IMMEDIATE",

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.models import Point, Project
 from ingest.materialize import materialize_all
+from ingest.models import Point, Project
 from ingest.service import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)

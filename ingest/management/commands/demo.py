@@ -5,8 +5,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.demo import demo_messages
-from ingest.models import Project, Run
 from ingest.materialize import materialize_all
+from ingest.models import Project, Run
 from ingest.service import handle_object
 
 
