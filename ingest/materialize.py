@@ -20,8 +20,8 @@ from channels.db import database_sync_to_async
 from django.db import connection, transaction
 
 from ingest import broadcast, columns
-from ingest.compact import compact_run
 from ingest.aggregate import aggregate_step
+from ingest.compact import compact_run
 from ingest.models import Run, Series, StepState
 from ingest.samples import SeriesKey
 from ingest.series_ids import series_id

@@ -32,9 +32,10 @@ class SeriesCache:
         self.seqs: dict[int, int] = {}
         self.size = 0
 
-    def get(self, run_id: int, pks: list[int]) -> dict[int, Arrays]:
+    def get(self, run_id: int, pks: list[int]) -> tuple[int, dict[int, Arrays]]:
+        """The run's seq and the arrays of the given series, current as of at least it."""
         with self.lock:
-            seq = _run_seq(run_id)
+            seq = run_seq(run_id)
             self._refresh(run_id, seq)
             missing = [pk for pk in pks if (run_id, pk) not in self.arrays]
             if missing:
@@ -45,7 +46,7 @@ class SeriesCache:
                 self.arrays.move_to_end((run_id, pk))
                 out[pk] = self.arrays[(run_id, pk)]
             self._evict(keep=set(pks))
-            return out
+            return seq, out
 
     def _refresh(self, run_id: int, seq: int) -> None:
         seen = self.seqs.get(run_id)
@@ -81,8 +82,13 @@ class SeriesCache:
 CACHE = SeriesCache()
 
 
-def _run_seq(run_id: int) -> int:
-    return Run.objects.filter(pk=run_id).values_list("seq", flat=True).get()
+def run_seq(run_id: int) -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT seq FROM ingest_run WHERE id = %s", [run_id])
+        row = cur.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(run_id)
+    return int(row[0])
 
 
 # ---------------------------------------------------------------- API payloads
@@ -96,35 +102,41 @@ def catalog(run: Run) -> dict[str, Any]:
         entry = catalog_entry(sid, kind, key, stat, env)
         entry["nonfinite"] = nonfinite
         entries.append(entry)
-    return {"series": entries, "environments": environments(run), "seq": run.seq}
+    return {"series": entries, "environments": environments(run.pk), "seq": run.seq}
 
 
-def environments(run: Run) -> list[dict[str, Any]]:
+def environments(run_id: int) -> list[dict[str, Any]]:
     return [
         {"name": e.name, "weight": e.weight, "reward_min": e.reward_min,
          "reward_max": e.reward_max, "metrics_ranges": e.metrics_ranges}
-        for e in Environment.objects.filter(run=run).order_by("name")
+        for e in Environment.objects.filter(run_id=run_id).order_by("name")
     ]
 
 
-def series(run: Run, sids: list[str], max_points: int, min_step: int | None,
+def series(run_id: int, sids: list[str], max_points: int, min_step: int | None,
            max_step: int | None) -> dict[str, Any]:
-    seq = run.seq
-    meta = {sid: (pk, m) for sid, pk, *m in Series.objects.filter(run=run, sid__in=sids)
-            .values_list("sid", "pk", "kind", "key", "stat", "env")}
-    rows = {sid: pk for sid, (pk, _) in meta.items()}
-    data = CACHE.get(run.pk, list(rows.values())) if rows else {}
-    envs = environments(run)
+    """Downsampled arrays and effective range of each requested series; raises
+    Run.DoesNotExist for an unknown run."""
+    marks = ", ".join(["%s"] * len(sids))
+    meta: dict[str, tuple[int, tuple[Any, ...]]] = {}
+    if sids:
+        with connection.cursor() as cur:  # raw SQL: this is the hot read path
+            cur.execute(f"SELECT sid, id, kind, key, stat, env FROM ingest_series"
+                        f" WHERE run_id = %s AND sid IN ({marks})", [run_id, *sids])
+            meta = {row[0]: (row[1], row[2:]) for row in cur.fetchall()}
+    seq, data = CACHE.get(run_id, [pk for pk, _ in meta.values()])
+    envs = environments(run_id) if any(m[0] in RANGED_KINDS for _, m in meta.values()) else []
     out = {}
-    for sid, pk in rows.items():
+    for sid, (pk, (kind, key, stat, env)) in meta.items():
         step, time, value = data[pk]
         window = clip_steps(step, min_step, max_step)
         payload = downsample(step[window], time[window], value[window], max_points)
-        payload["range"] = effective_range(*meta[sid][1], envs, value)
+        payload["range"] = effective_range(kind, key, stat, env, envs, value)
         out[sid] = payload
-    return {"series": out, "seq": seq, "missing": [s for s in sids if s not in rows]}
+    return {"series": out, "seq": seq, "missing": [s for s in sids if s not in meta]}
 
 
+RANGED_KINDS = ("reward", "sample")
 RANGED_STATS = {"mean", "min", "max"}
 
 
@@ -133,7 +145,7 @@ def effective_range(kind: str, key: str, stat: str | None, env: str | None,
     """Declared bounds for reward and sample-metric level statistics, else observed."""
     lo = hi = None
     invert = False
-    if stat in RANGED_STATS and kind in ("reward", "sample"):
+    if stat in RANGED_STATS and kind in RANGED_KINDS:
         scope = [e for e in envs if env is None or e["name"] == env]
         if kind == "reward":
             bounds = [(e["reward_min"], e["reward_max"]) for e in scope]

@@ -72,7 +72,6 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
 
 @require_GET
 def series(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=run_id)
     ids = [s for s in request.GET.get("ids", "").split(",") if s]
     if not ids:
         return _bad("ids", "ids is required: comma-separated series ids from the catalog")
@@ -86,4 +85,7 @@ def series(request: HttpRequest, run_id: int) -> HttpResponse:
         return _bad(str(exc), f"{exc} must be an integer")
     if not MIN_POINTS <= max_points <= MAX_POINTS:
         return _bad("max_points", f"max_points must be between {MIN_POINTS} and {MAX_POINTS}")
-    return _json(reads.series(run, ids, max_points, min_step, max_step))
+    try:
+        return _json(reads.series(run_id, ids, max_points, min_step, max_step))
+    except Run.DoesNotExist:
+        return _json({"error": f"no run {run_id}"}, status=404)

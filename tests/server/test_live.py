@@ -50,7 +50,7 @@ async def page(transactional_db: None) -> AsyncIterator[Page]:
 @database_sync_to_async
 def snapshot(run_name: str, sids: list[str]) -> tuple[int, dict[str, dict[int, float]]]:
     run = Run.objects.get(name=run_name)
-    got = reads.series(run, sids, 100_000, None, None)
+    got = reads.series(run.pk, sids, 20_000, None, None)
     return run.pk, {sid: dict(zip(s["step"], s["value"], strict=True))
                     for sid, s in got["series"].items()} | {"__seq__": got["seq"]}
 
