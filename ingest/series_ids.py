@@ -9,6 +9,7 @@ user key can take.
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import quote, unquote
 
 from trainer_hooks.protocol import split_key
@@ -26,6 +27,7 @@ SECTION_OF_KIND = {
 }
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def series_id(kind: str, key: str, stat: str | None = None, env: str | None = None) -> str:
     return "|".join(quote(part or "", safe="") for part in (kind, key, stat, env))
 

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from ingest import columns
-from ingest.models import Environment, Run, SampleBatch, Series
+from ingest.models import Environment, Run, Series
 from ingest.samples import EnvRanges, MetricRange
 from ingest.series_ids import placement, series_id
 from trainer_hooks import protocol as p
@@ -73,7 +73,9 @@ def _lock_run(project_id: int, name: str) -> tuple[Run, bool]:
             [project_id, name, now, now],
         )
         created = cur.rowcount == 1
-    run = Run.objects.select_for_update().get(project_id=project_id, name=name)
+    # config can be large and is only ever written: never load it on the hot path.
+    run = (Run.objects.select_for_update(of=("self",)).select_related("project")
+           .defer("config").get(project_id=project_id, name=name))
     return run, created
 
 
@@ -158,7 +160,9 @@ class PointWriter:
                 cur.execute(
                     "UPDATE ingest_series SET pending = pending + 1 WHERE id IN ("
                     + ", ".join(["%s"] * len(pks)) + ")", pks)
-        run.save()
+        with connection.cursor() as cur:
+            cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s"
+                        " WHERE id = %s", [run.seq, run.last_step, run.updated_at, run.pk])
         info = run_info(run) if (self.run_changed or run_created) else None
         return Outcome({"type": "ack", "id": msg_id}, run_id=run.pk,
                        seq=run.seq if self.rows else None, points=self.points,
@@ -203,13 +207,13 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
     """Store the raw batch per step and mark those steps for re-aggregation (see
     ingest.materialize): a step's aggregates are recomputed once for many batches."""
     steps = np.unique(msg.step)
-    SampleBatch.objects.bulk_create([
-        SampleBatch(run=w.run, step=int(s), msg_id=msg.id, n=int(mask.sum()),
-                    data=columns.encode_batch(msg, mask))
-        for s in steps for mask in [msg.step == s]
-    ])
     now = _time.time()
     with connection.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO ingest_samplebatch (run_id, step, msg_id, n, data)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            [(w.run.pk, int(s), msg.id, int(mask.sum()), columns.encode_batch(msg, mask))
+             for s in steps for mask in [msg.step == s]])
         cur.executemany(
             "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, dirty, version,"
             " derived_series) VALUES (%s, %s, %s, 0, %s, 1, %s) ON CONFLICT (run_id, step)"
@@ -242,11 +246,14 @@ def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> None:
 
 def _apply_run_start(w: PointWriter, msg: p.RunStart) -> None:
     run = w.run
+    fields: dict[str, Any] = {"status": "running"}
     if msg.config is not None:
-        run.config = msg.config
+        fields["config"] = msg.config
     if msg.time is not None:
-        run.started_at = datetime.fromtimestamp(msg.time, UTC)
-    run.status = "running"
+        fields["started_at"] = datetime.fromtimestamp(msg.time, UTC)
+    Run.objects.filter(pk=run.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(run, name, value)
     if msg.environments is not None:
         replace_environments(run, msg.environments)
     w.run_changed = True
@@ -258,6 +265,7 @@ def _apply_ranges(w: PointWriter, msg: p.Ranges) -> None:
 
 
 def _apply_run_end(w: PointWriter, msg: p.RunEnd) -> None:
+    Run.objects.filter(pk=w.run.pk).update(status=msg.status)
     w.run.status = msg.status
     w.run_changed = True
 
