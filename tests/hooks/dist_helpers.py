@@ -3,12 +3,14 @@
 Children are started with the 'spawn' context (fresh interpreters, as torchrun would give),
 rendezvous on a free local port with a short timeout, run `target(rank, world)` and send its
 picklable return value back through a queue. A child that hangs past the deadline is killed
-and the test fails instead of hanging the suite.
+and the test fails instead of hanging the suite. `oracle` is the reference reduction the
+results are compared with: every rank's raw observations pooled in one place, by hand.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import multiprocessing as mp
 import queue
 import socket
@@ -16,6 +18,13 @@ import time
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+import pytest
+
+from trainer_hooks.specs import MetricSpec, Reduce
+
+Chunk = dict[str, list[float]]
+R = Reduce
 
 PG_TIMEOUT = datetime.timedelta(seconds=20)
 
@@ -107,6 +116,71 @@ def install_collective_spy(dist: Any) -> dict[str, int]:
         if fn is not None:
             setattr(dist, name, wrap(name, fn))
     return counts
+
+
+def oracle(specs: tuple[MetricSpec, ...], per_rank: list[list[Chunk]]) -> dict[str, Any]:
+    """The reduction done by hand over every rank's raw observations, pooled in one place."""
+    out: dict[str, Any] = {}
+    for spec in sorted(specs, key=lambda s: s.name):
+        obs = [
+            (rank, c, v)
+            for rank, chunks in enumerate(per_rank)
+            for c, chunk in enumerate(chunks)
+            for v in chunk.get(spec.name, [])
+        ]
+        finite = [(rank, c, v) for rank, c, v in obs if math.isfinite(v)]
+        bad = len(obs) - len(finite)
+        value: Any = None
+        values = [v for _, _, v in finite]
+        if spec.reduce is R.MEAN and values:
+            value = math.fsum(values) / len(values)
+        elif spec.reduce is R.WEIGHTED_MEAN:
+            value, dropped = _oracle_weighted(spec, per_rank)
+            bad += dropped
+        elif spec.reduce is R.SUM and values:
+            value = sum(int(v) for v in values) if spec.integer else math.fsum(values)
+        elif spec.reduce is R.MAX and values:
+            value = max(values)
+        elif spec.reduce is R.MIN and values:
+            value = min(values)
+        elif spec.reduce is R.LAST and finite:
+            # Latest chunk ordinal wins, ties to the highest rank; last add within the chunk.
+            last_chunk, last_rank = max((c, r) for r, c, _ in finite)
+            value = [v for r, c, v in finite if (r, c) == (last_rank, last_chunk)][-1]
+        if value is not None:
+            out[spec.name] = int(value) if spec.integer else value
+        if bad:
+            out[spec.name + "/nonfinite"] = bad
+    return out
+
+
+def _oracle_weighted(spec: MetricSpec, per_rank: list[list[Chunk]]) -> tuple[float | None, int]:
+    num: list[float] = []
+    den: list[float] = []
+    dropped = 0
+    for chunks in per_rank:
+        for chunk in chunks:
+            vals = chunk.get(spec.name)
+            if not vals or not math.isfinite(vals[0]):
+                continue
+            weights = [w for w in chunk.get(str(spec.weight_key), []) if math.isfinite(w)]
+            if not weights:
+                dropped += 1  # its weight was non-finite: the value is dropped and counted
+                continue
+            num.append(vals[0] * sum(weights))
+            den.append(sum(weights))
+    total = math.fsum(den)
+    return (math.fsum(num) / total if total > 0 else None), dropped
+
+
+def assert_matches(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert sorted(got) == sorted(want)
+    for key, expected in want.items():
+        if isinstance(expected, int):
+            assert type(got[key]) is int, key
+            assert got[key] == expected, key
+        else:
+            assert got[key] == pytest.approx(expected, rel=1e-12, abs=1e-12), key
 
 
 def _child(

@@ -16,13 +16,18 @@ from typing import Any
 
 import pytest
 
-from tests.hooks.dist_helpers import install_collective_spy, run_world
+from tests.hooks.dist_helpers import (
+    Chunk,
+    assert_matches,
+    install_collective_spy,
+    oracle,
+    run_world,
+)
 from trainer_hooks.specs import MetricSpec, Reduce
 
 pytestmark = pytest.mark.distributed
 
 R = Reduce
-Chunk = dict[str, list[float]]
 NAN, INF = math.nan, math.inf
 
 
@@ -249,75 +254,22 @@ SCENARIOS = (
 BY_NAME = {s.name: s for s in SCENARIOS}
 
 
-# ---------------------------------------------------------------- the oracle
-
-
-def oracle(specs: tuple[MetricSpec, ...], per_rank: list[list[Chunk]]) -> dict[str, Any]:
-    """The reduction done by hand over every rank's raw observations, pooled in one place."""
-    out: dict[str, Any] = {}
-    for spec in sorted(specs, key=lambda s: s.name):
-        obs = [
-            (rank, c, v)
-            for rank, chunks in enumerate(per_rank)
-            for c, chunk in enumerate(chunks)
-            for v in chunk.get(spec.name, [])
-        ]
-        finite = [(rank, c, v) for rank, c, v in obs if math.isfinite(v)]
-        bad = len(obs) - len(finite)
-        value: Any = None
-        values = [v for _, _, v in finite]
-        if spec.reduce is R.MEAN and values:
-            value = math.fsum(values) / len(values)
-        elif spec.reduce is R.WEIGHTED_MEAN:
-            value, dropped = _oracle_weighted(spec, per_rank)
-            bad += dropped
-        elif spec.reduce is R.SUM and values:
-            value = sum(int(v) for v in values) if spec.integer else math.fsum(values)
-        elif spec.reduce is R.MAX and values:
-            value = max(values)
-        elif spec.reduce is R.MIN and values:
-            value = min(values)
-        elif spec.reduce is R.LAST and finite:
-            # Latest chunk ordinal wins, ties to the highest rank; last add within the chunk.
-            last_chunk, last_rank = max((c, r) for r, c, _ in finite)
-            value = [v for r, c, v in finite if (r, c) == (last_rank, last_chunk)][-1]
-        if value is not None:
-            out[spec.name] = int(value) if spec.integer else value
-        if bad:
-            out[spec.name + "/nonfinite"] = bad
-    return out
-
-
-def _oracle_weighted(spec: MetricSpec, per_rank: list[list[Chunk]]) -> tuple[float | None, int]:
-    num: list[float] = []
-    den: list[float] = []
-    dropped = 0
-    for chunks in per_rank:
-        for chunk in chunks:
-            vals = chunk.get(spec.name)
-            if not vals or not math.isfinite(vals[0]):
-                continue
-            weights = [w for w in chunk.get(str(spec.weight_key), []) if math.isfinite(w)]
-            if not weights:
-                dropped += 1  # its weight was non-finite: the value is dropped and counted
-                continue
-            num.append(vals[0] * sum(weights))
-            den.append(sum(weights))
-    total = math.fsum(den)
-    return (math.fsum(num) / total if total > 0 else None), dropped
-
-
-def assert_matches(got: dict[str, Any], want: dict[str, Any]) -> None:
-    assert sorted(got) == sorted(want)
-    for key, expected in want.items():
-        if isinstance(expected, int):
-            assert type(got[key]) is int, key
-            assert got[key] == expected, key
-        else:
-            assert got[key] == pytest.approx(expected, rel=1e-12, abs=1e-12), key
-
-
 # ---------------------------------------------------------------- the spawned world
+
+
+def build_window(window: Any, chunks: list[Chunk], open_chunk: Chunk | None) -> Any:
+    """Add and close each chunk; then add `open_chunk`, left open for reduce_window to close."""
+    for chunk in chunks:
+        add_values(window, chunk)
+        window.end_chunk()
+    add_values(window, open_chunk or {})
+    return window
+
+
+def add_values(window: Any, chunk: Chunk) -> None:
+    for name, values in chunk.items():
+        for value in values:
+            window.add(name, value)
 
 
 def world_main(rank: int, world: int) -> dict[str, Any]:
@@ -331,25 +283,21 @@ def world_main(rank: int, world: int) -> dict[str, Any]:
     sub = dist.new_group([0, world - 1])  # every rank must take part in creating it
     out: dict[str, Any] = {}
 
-    def call(specs: tuple[MetricSpec, ...], chunks: list[Chunk], **kwargs: Any) -> dict[str, Any]:
-        window = StepWindow(specs)
-        for chunk in chunks:
-            for name, values in chunk.items():
-                for value in values:
-                    window.add(name, value)
-            window.end_chunk()
+    def call(
+        specs: tuple[MetricSpec, ...],
+        chunks: list[Chunk],
+        open_chunk: Chunk | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        window = build_window(StepWindow(specs), chunks, open_chunk)
         counts.clear()
         start = time.monotonic()
         try:
             result, error = reduce_window(window, **kwargs), None
         except Exception as exc:  # reported to the parent, which asserts on it
             result, error = None, (type(exc).__name__, str(exc))
-        return {
-            "result": result,
-            "error": error,
-            "calls": dict(counts),
-            "elapsed": time.monotonic() - start,
-        }
+        elapsed = time.monotonic() - start
+        return {"result": result, "error": error, "calls": dict(counts), "elapsed": elapsed}
 
     for sc in SCENARIOS:
         group_rank = {0: 0, world - 1: 1}.get(rank, -1) if sc.subgroup else rank
@@ -379,6 +327,10 @@ def _mismatches(rank: int, world: int, call: Callable[..., dict[str, Any]]) -> d
         "mm_later": call(extra if rank == 1 else TOKEN_SPECS, chunks, check_layout=True),
         # Same (already checked) declarations, disagreeing dst, compact path.
         "mm_dst": call(TOKEN_SPECS, chunks, dst=0 if rank == 0 else 1),
+        # Rank 1's open chunk holds a weighted value without its weight: closing it raises.
+        "fail_open_chunk": call(TOKEN_SPECS, chunks, {"entropy": [1.0]} if rank == 1 else None),
+        # A dst outside the group on rank 0 only.
+        "fail_dst": call(TOKEN_SPECS, chunks, dst=world if rank == 0 else 0),
     }
     out["after_mismatch"] = call(TOKEN_SPECS, chunks)  # the group is still usable
     return out
@@ -438,7 +390,9 @@ def test_hand_checked_edge_values(world: Any) -> None:
     nf = res["nonfinite"]
     assert (nf["loss/nonfinite"], nf["kmax/nonfinite"], nf["m/nonfinite"]) == (1, 1, 1)
     assert (nf["ent/nonfinite"], nf["tok/nonfinite"], nf["s/nonfinite"]) == (1, 1, 1)
-    assert nf["ent"] == pytest.approx(2.0) and nf["kmax"] == pytest.approx(max(0.2, 0.1 * (size - 1)))
+    assert nf["ent"] == pytest.approx(2.0) and nf["kmax"] == pytest.approx(
+        max(0.2, 0.1 * (size - 1))
+    )
     assert res["negative"] == {
         "nmax": -5.0,
         "nmin": -1.0 - (size - 1),
@@ -495,3 +449,16 @@ def test_check_and_compact_paths_agree(world: Any) -> None:
     assert got["uneven_tokens"]["result"] == got["uneven_tokens_again"]["result"]
     assert got["integers"]["result"] == got["integers_again"]["result"]
     assert got["integers"]["result"] == got["integers_forced_check"]["result"]
+
+
+@pytest.mark.parametrize(("case", "culprit"), [("fail_open_chunk", 1), ("fail_dst", 0)])
+def test_a_local_failure_on_one_rank_stops_every_rank_without_hanging(
+    world: Any, case: str, culprit: int
+) -> None:
+    _, per_rank = world
+    for rank, got in enumerate(per_rank):
+        entry = got[case]
+        want = "ValueError" if rank == culprit else "PeerFailedError"
+        assert entry["error"] is not None and entry["error"][0] == want, (rank, entry["error"])
+        assert entry["calls"] == {"all_reduce": 1}
+        assert entry["elapsed"] < 5.0
