@@ -73,10 +73,27 @@ def _lock_run(project_id: int, name: str) -> tuple[Run, bool]:
             [project_id, name, now, now],
         )
         created = cur.rowcount == 1
-    # config can be large and is only ever written: never load it on the hot path.
-    run = (Run.objects.select_for_update(of=("self",)).select_related("project")
-           .defer("config").get(project_id=project_id, name=name))
+    # Raw SQL (this runs for every message); config can be large and is never loaded here.
+    lock = connection.features.has_select_for_update
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT r.id, r.status, r.started_at, r.updated_at, r.last_step, r.color, r.seq,"
+            " p.name FROM ingest_run r JOIN ingest_project p ON p.id = r.project_id"
+            " WHERE r.project_id = %s AND r.name = %s" + (" FOR UPDATE OF r" if lock else ""),
+            [project_id, name])
+        pk, status, started, updated, last_step, color, seq, project = cur.fetchone()
+    run = Run(id=pk, project_id=project_id, name=name, status=status, last_step=last_step,
+              color=color, seq=seq,
+              started_at=_as_datetime(started), updated_at=_as_datetime(updated))
+    run.project_name = project  # type: ignore[attr-defined]
     return run, created
+
+
+def _as_datetime(value: Any) -> datetime:
+    """SQLite hands back text, PostgreSQL a datetime."""
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 def _claim_message(run_id: int, msg_id: str) -> bool:
