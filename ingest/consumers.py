@@ -67,7 +67,7 @@ class IngestConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_RATE_LIMITED)
             return
         outcome = await database_sync_to_async(handle_frame)(self.project_id, data, binary=binary)
+        if outcome.dirty or outcome.seq is not None:
+            MATERIALIZER.kick(outcome.run_id)  # before the ack: whoever sees it can wait on it
         await self.send(text_data=orjson.dumps(outcome.reply).decode())
         await broadcast.publish(outcome)
-        if outcome.dirty or outcome.seq is not None:
-            MATERIALIZER.kick(outcome.run_id)

@@ -164,22 +164,20 @@ def effective_range(kind: str, key: str, stat: str | None, env: str | None,
 
 
 def changes_since(run_id: int, after_seq: int, limit: int) -> tuple[dict[str, Any], int] | None:
-    """Points written after `after_seq`, grouped by series id, and the run's seq; None when
-    more than `limit` points changed (the client should reload instead)."""
+    """Points written after `after_seq` (a withdrawn point has value NaN, sent as null),
+    grouped by series id, and the run's seq; None when more than `limit` points changed (the
+    client should reload instead)."""
     with connection.cursor() as cur:
         cur.execute("SELECT seq FROM ingest_run WHERE id = %s", [run_id])
         seq = cur.fetchone()[0]
         cur.execute(
-            "SELECT s.sid, p.step, p.time, p.value FROM ingest_point p JOIN ingest_series s"
-            " ON s.id = p.series_id WHERE p.run_id = %s AND p.seq > %s AND p.seq <= %s"
-            " ORDER BY s.sid, p.step LIMIT %s", [run_id, after_seq, seq, limit + 1])
+            "SELECT series_id, step, time, value FROM ingest_point WHERE run_id = %s"
+            " AND seq > %s AND seq <= %s LIMIT %s", [run_id, after_seq, seq, limit + 1])
         rows = cur.fetchall()
-    if len(rows) > limit:
-        return None
-    points: dict[str, Any] = {}
-    for sid, step, time, value in rows:
-        pt = points.setdefault(sid, {"step": [], "time": [], "value": []})
-        pt["step"].append(step)
-        pt["time"].append(time)
-        pt["value"].append(value)
+        if len(rows) > limit:
+            return None
+        grouped = group_rows(rows)
+        sids = dict(Series.objects.filter(pk__in=list(grouped)).values_list("pk", "sid"))
+    points = {sids[pk]: {"step": a[0], "time": a[1], "value": a[2]}
+              for pk, a in grouped.items()}
     return points, seq

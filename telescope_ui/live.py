@@ -134,4 +134,5 @@ class LiveConsumer(AsyncWebsocketConsumer):
                           "points": points, "series": series})
 
     async def _send(self, msg: dict[str, Any]) -> None:
-        await self.send(text_data=orjson.dumps(msg).decode())
+        # NaN (a withdrawn point) becomes null; numpy arrays from replays serialize directly.
+        await self.send(text_data=orjson.dumps(msg, option=orjson.OPT_SERIALIZE_NUMPY).decode())

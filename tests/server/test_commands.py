@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from ingest.auth import digest, project_for_token
 from ingest.models import Environment, Project, Run, Token
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def run_command(*args: str) -> str:
