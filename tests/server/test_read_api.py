@@ -83,7 +83,8 @@ def test_series_are_downsampled_keeping_extremes_and_zoom_fetches_finer(project:
     body = [{"v": 1, "id": f"m{i}", "type": "step", "run": "r", "step": i, "time": 1000.0 + i,
              "metrics": {"loss": float(v)}} for i, v in enumerate(values)]
     for msg in body:
-        ingest(project, msg)
+        assert handle_object(project, msg).reply["type"] == "ack"
+    materialize_all()
     run_id = get("/api/runs")["runs"][0]["id"]
     sid = series_id("step", "loss")
     full = get(f"/api/runs/{run_id}/series?ids={ids_param(sid)}&max_points=500")["series"][sid]
