@@ -81,7 +81,7 @@ def load(pks: list[int]) -> dict[int, Arrays]:
 
 
 def compact_run(run_id: int) -> int:
-    """Snapshot the run's series that had COMPACT_AFTER commits since their last snapshot;
+    """Snapshot the run's series with COMPACT_AFTER points written since their last snapshot;
     returns how many were compacted."""
     with connection.cursor() as cur:
         cur.execute("SELECT id FROM ingest_series WHERE run_id = %s AND pending >= %s LIMIT %s",

@@ -86,7 +86,7 @@ class Series(models.Model):
     stat = models.CharField(max_length=48, null=True)
     env = models.CharField(max_length=200, null=True)
     nonfinite_count = models.BigIntegerField(default=0)
-    # Commits that wrote points to it since its last snapshot (see ingest.compact).
+    # Points written to it since its last snapshot (see ingest.compact).
     pending = models.BigIntegerField(default=0)
 
     class Meta:

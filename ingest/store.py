@@ -161,6 +161,15 @@ class PointWriter:
             self.run.last_step = step
             self.run_changed = True
 
+    def _count_pending(self, cur: Any) -> None:
+        """Add each series' new points to its count since the last snapshot: one UPDATE per
+        distinct count (usually one: every series of a commit gets as many points)."""
+        pks, counts = np.unique(np.array([row[1] for row in self.rows]), return_counts=True)
+        for count in np.unique(counts).tolist():
+            chosen = pks[counts == count].tolist()
+            cur.execute("UPDATE ingest_series SET pending = pending + %s WHERE id IN ("
+                        + ", ".join(["%s"] * len(chosen)) + ")", [count, *chosen])
+
     def finish(self, msg_id: str, run_created: bool) -> Outcome:
         run = self.run
         run.updated_at = _now()
@@ -173,10 +182,7 @@ class PointWriter:
                     " SET time = excluded.time, value = excluded.value, seq = excluded.seq",
                     self.rows,
                 )
-                pks = sorted({row[1] for row in self.rows})
-                cur.execute(
-                    "UPDATE ingest_series SET pending = pending + 1 WHERE id IN ("
-                    + ", ".join(["%s"] * len(pks)) + ")", pks)
+                self._count_pending(cur)
         with connection.cursor() as cur:
             cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s"
                         " WHERE id = %s", [run.seq, run.last_step, run.updated_at, run.pk])
