@@ -461,8 +461,11 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool) -
     if not kinds <= {str, type(None)}:
         raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
     if type(None) in kinds:
-        values = ["" if v is None else v for v in values]
-    arr = np.array(values, dtype=str)
+        objects = np.array(values, dtype=object)
+        objects[np.equal(objects, None)] = ""
+        arr = objects.astype(str)
+    else:
+        arr = np.array(values, dtype=str)
     if arr.dtype.itemsize // 4 > MAX_KEY_CHARS:
         raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_KEY_CHARS} chars")
     return arr
