@@ -1,0 +1,375 @@
+"""The sender without the real server: what log calls seal into the outbox (batching by size
+and time, ids), garbage input, caller-side cost, and the protocol behaviours a scripted
+WebSocket server can force (pipelining, error replies, lost acks)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import orjson
+import pytest
+from websockets.asyncio.server import ServerConnection, serve
+
+from tests.support.live_server import free_port
+from trainer_hooks import protocol as p
+from trainer_hooks.rewards import RewardResult
+from trainer_hooks.sender import Client, connect, ingest_url
+
+
+def offline(tmp_path: Path, **options: Any) -> Client:
+    """A client whose server is never there: everything stays in its outbox."""
+    options.setdefault("spool_dir", tmp_path / "spool")
+    return connect(f"ws://127.0.0.1:{free_port()}", "tok", "run-1", backoff_max=0.2, **options)
+
+
+def spooled(client: Client) -> list[dict[str, Any]]:
+    """The messages in a client's outbox, in order, decoded and validated."""
+    assert client.spool_path is not None
+    uri = f"file:{client.spool_path}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True)) as db:
+        rows = db.execute("SELECT fmt, body FROM outbox ORDER BY seq").fetchall()
+    out = []
+    for fmt, body in rows:
+        obj = p.decode_frame(body if fmt == "msgpack" else body.decode(), binary=fmt == "msgpack")
+        p.validate_message(obj)
+        out.append(obj)
+    return out
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[Client]:
+    c = offline(tmp_path, max_batch_samples=100)
+    yield c
+    c.close(timeout=0.1)
+
+
+def test_urls_point_at_the_ingest_endpoint() -> None:
+    assert ingest_url("ws://h:8000") == "ws://h:8000/ws/ingest/"
+    assert ingest_url("https://h/") == "wss://h/ws/ingest/"
+    assert ingest_url("ws://h/custom/") == "ws://h/custom/"
+    with pytest.raises(ValueError):
+        ingest_url("127.0.0.1:8000")
+
+
+def test_setup_mistakes_raise_at_connect(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        connect("ws://h", "t", "bad//run")
+    with pytest.raises(TypeError):
+        connect("ws://h", "t", "r", max_batch_sample=1)  # a typo in an option
+
+
+def test_samples_are_batched_by_size_with_unique_ordered_ids(client: Client) -> None:
+    ids = [f"s{i}" for i in range(250)]
+    client.log_samples(3, sample_id=ids, group_id=[i // 5 for i in range(250)],
+                       reward=np.linspace(0, 1, 250), env="countdown")
+    client.log_step(3, {"loss": 0.5, "entropy": np.float32(2.0)})
+    client.log_samples(4, sample_id=["a", "b"], group_id=["g", "g"], reward=[1, 0],
+                       metrics={"correct": [1, 0]}, stop_reason=["length", "stop"])
+    assert client.sync(5)
+    msgs = spooled(client)
+    samples = [m for m in msgs if m["type"] == "samples"]
+    assert [len(m["reward"]) for m in samples] == [100, 100, 52]
+    assert [i for m in samples for i in m["sample_id"]] == ids + ["a", "b"]
+    assert samples[-1]["step"] == [3] * 50 + [4, 4]
+    assert samples[-1]["stop_reason"] == [None] * 50 + ["length", "stop"]
+    [step] = [m for m in msgs if m["type"] == "step"]
+    assert step["metrics"] == {"loss": 0.5, "entropy": 2.0} and step["time"] > 1e9
+    prefixes = {m["id"].rsplit("-", 1)[0] for m in msgs}
+    counters = [int(m["id"].rsplit("-", 1)[1]) for m in msgs]
+    assert len(prefixes) == 1 and len(next(iter(prefixes))) == 12
+    assert counters == sorted(counters) and len(set(counters)) == len(msgs)
+
+
+def test_samples_are_sealed_by_time_without_a_flush(tmp_path: Path) -> None:
+    fast = offline(tmp_path, flush_interval=0.2, spool_name="fast")
+    slow = offline(tmp_path, flush_interval=30.0, spool_name="slow")
+    try:
+        for c in (fast, slow):
+            c.log_samples(1, sample_id=[1, 2], group_id=[1, 1], reward=[0.0, 1.0])
+        t0 = time.monotonic()
+        while not spooled(fast) and time.monotonic() - t0 < 5:
+            time.sleep(0.02)
+        waited = time.monotonic() - t0
+        assert [len(m["reward"]) for m in spooled(fast)] == [2]
+        assert 0.1 < waited < 1.0
+        time.sleep(0.3)
+        assert spooled(slow) == []  # still batching
+        assert slow.sync(5) and [len(m["reward"]) for m in spooled(slow)] == [2]
+    finally:
+        fast.close(0.1)
+        slow.close(0.1)
+
+
+def test_rewards_become_columns_with_tool_metrics(client: Client) -> None:
+    results = [RewardResult(1.0, {"correct": 1.0, "total_tool_calls": 2}),
+               RewardResult(0.0, {"correct": 0.0})]
+    client.log_rewards(9, results, sample_id=["x", "y"], group_id="g", env="tools",
+                       advantage=[0.5, -0.5])
+    assert client.sync(5)
+    [msg] = spooled(client)
+    assert msg["reward"] == [1.0, 0.0] and msg["advantage"] == [0.5, -0.5]
+    assert msg["metrics"]["total_tool_calls"][0] == 2.0 and np.isnan(
+        msg["metrics"]["total_tool_calls"][1])
+    assert msg["env"] == "tools" and msg["group_id"] == ["g", "g"]
+
+
+class Weird:
+    def __iter__(self) -> Any:
+        raise RuntimeError("boom")
+
+
+GARBAGE: list[Callable[[Client], None]] = [
+    lambda c: c.log_step(None, None),
+    lambda c: c.log_step("three", {"a": 1}),
+    lambda c: c.log_step(-1, {"a": 1}),
+    lambda c: c.log_step(1, "not a dict"),  # type: ignore[arg-type]
+    lambda c: c.log_step(2, {"": 1.0, "x": object()}),  # no usable metric left
+    lambda c: c.log_samples(1),
+    lambda c: c.log_samples(1, sample_id=[1], group_id=[1], reward=["high"]),
+    lambda c: c.log_samples(1, sample_id=[1, 2], group_id=[1], reward=[1, 2]),
+    lambda c: c.log_samples(1, sample_id=[1], group_id=[1], reward=[1], metrics=5),
+    lambda c: c.log_samples(1, sample_id=[1], group_id=[1], reward=[1], discard_reason="lost"),
+    lambda c: c.log_samples(1.5, sample_id=[1], group_id=[1], reward=[1]),
+    lambda c: c.log_samples(1, sample_id=Weird(), group_id=[1], reward=[1]),
+    lambda c: c.log_rewards(1, None),
+    lambda c: c.log_rewards(1, [object()], sample_id=[1], group_id=[1]),
+]
+
+
+def test_log_calls_never_raise_on_garbage_and_count_it(
+        client: Client, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="trainer_hooks"):
+        for call in GARBAGE:
+            call(client)
+            call(client)
+        client.log_step(5, {"ok": 1.0, "bad/": 2.0, "text": "x"})  # partly usable
+        client.log_samples(5, sample_id=[1], group_id=[1], reward=[1.0],
+                           metrics={"fine": [1.0], "bad": ["x"]})
+        assert client.sync(5)
+    stats = client.stats
+    assert stats["invalid_calls"] == 2 * len(GARBAGE)
+    assert stats["invalid_values"] == 2 * 2 + 3  # the two bad keys of step 2, then three
+    msgs = spooled(client)
+    assert [(m["type"], m.get("metrics")) for m in msgs] == [
+        ("step", {"ok": 1.0}), ("samples", {"fine": [1.0]})]
+    assert not client.flush(0.2)  # nothing acknowledged (no server), and calls were lost
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == len(set(messages))  # each problem logged once
+
+
+def test_log_calls_after_close_are_counted(tmp_path: Path) -> None:
+    c = offline(tmp_path)
+    assert c.close(0.1)  # nothing was logged: nothing waits for an ack
+    c.log_step(1, {"a": 1.0})
+    assert c.stats["dropped_closed"] == 1
+    assert c.close() is True  # idempotent: the answer of the first close
+
+
+def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path: Path) -> None:
+    c = offline(tmp_path, max_queue=10, poll_interval=5.0)
+    try:
+        for i in range(50):
+            c.log_step(i, {"a": 1.0})
+        assert c.stats["dropped_queue_full"] >= 40 - 1
+    finally:
+        c.close(0.1)
+
+
+def timed(fn: Callable[[], None], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+        time.sleep(0.0005)  # a training step does other work between log calls
+    return out
+
+
+def test_log_calls_cost_microseconds_on_the_callers_thread(tmp_path: Path) -> None:
+    c = offline(tmp_path, max_queue=100_000)
+    try:
+        metrics = {f"section/group/metric_{i}": float(i) for i in range(50)}
+        n = 1024
+        ids, gids = [f"sample-{i}" for i in range(n)], [i // 8 for i in range(n)]
+        reward, tokens = np.random.rand(n), np.arange(n, dtype=float)
+        steps = iter(range(10**9))
+        step_times = timed(lambda: c.log_step(next(steps), metrics), 500)
+        sample_times = timed(lambda: c.log_samples(
+            1, sample_id=ids, group_id=gids, reward=reward, env="countdown",
+            metrics={"correct": reward, "len": tokens}, completion_tokens=tokens), 300)
+        assert statistics.median(step_times) < 50e-6, statistics.median(step_times)
+        assert statistics.median(sample_times) < 50e-6, statistics.median(sample_times)
+        assert c.stats["invalid_calls"] == 0
+    finally:
+        c.close(0.1)
+
+
+# ---------------------------------------------------------------- a scripted server
+
+
+class ScriptedServer:
+    """A WebSocket server on a thread. `reply(msg, n)` returns "ack", "error", "abort"
+    (drop the TCP connection without replying) or an int close code; acks may be delayed."""
+
+    def __init__(self, reply: Callable[[dict[str, Any], int], Any], ack_delay: float = 0.0,
+                 token: str = "tok") -> None:
+        self.reply, self.ack_delay, self.token = reply, ack_delay, token
+        self.received: list[dict[str, Any]] = []
+        self.outstanding = self.max_outstanding = self.connections = 0
+        self.port = 0
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=asyncio.run, args=(self.main(),), daemon=True)
+
+    async def main(self) -> None:
+        self.stop = asyncio.get_running_loop().create_future()
+        self.loop = asyncio.get_running_loop()
+        async with serve(self.handler, "127.0.0.1", 0, compression=None) as server:
+            self.port = server.sockets[0].getsockname()[1]
+            self.ready.set()
+            await self.stop
+
+    async def handler(self, ws: ServerConnection) -> None:
+        self.connections += 1
+        if ws.request and ws.request.headers.get("Authorization") != f"Bearer {self.token}":
+            await ws.close(4401)
+            return
+        async for frame in ws:
+            msg = msgpack.unpackb(frame) if isinstance(frame, bytes) else None
+            assert msg is not None
+            self.received.append(msg)
+            action = self.reply(msg, len(self.received))
+            if action == "abort":
+                ws.transport.abort()
+                return
+            if isinstance(action, int):
+                await ws.close(action)
+                return
+            self.outstanding += 1
+            self.max_outstanding = max(self.max_outstanding, self.outstanding)
+            asyncio.get_running_loop().create_task(self.answer(ws, msg, action))
+
+    async def answer(self, ws: ServerConnection, msg: dict[str, Any], action: str) -> None:
+        await asyncio.sleep(self.ack_delay)
+        self.outstanding -= 1
+        reply = ({"type": "ack", "id": msg["id"]} if action == "ack" else
+                 {"type": "error", "id": msg["id"], "code": "invalid", "field": "step",
+                  "message": "no"})
+        try:
+            await ws.send(orjson.dumps(reply).decode())
+        except Exception:  # noqa: BLE001 - the connection went away
+            pass
+
+    def __enter__(self) -> ScriptedServer:
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set_result, None)
+        self.thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+
+def test_messages_are_pipelined_within_the_in_flight_bound(tmp_path: Path) -> None:
+    with ScriptedServer(lambda m, n: "ack", ack_delay=0.02) as server:
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path, max_in_flight=8)
+        for step in range(100):
+            c.log_step(step, {"a": float(step)})
+        assert c.flush(20)
+        assert c.close(5)
+    assert server.max_outstanding > 1  # did not wait for each ack
+    assert server.max_outstanding <= 8
+    assert [m["step"] for m in server.received] == list(range(100))
+
+
+def test_an_error_reply_drops_that_message_once(tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    def reply(msg: dict[str, Any], n: int) -> str:
+        return "error" if msg.get("step") == 3 else "ack"
+
+    with ScriptedServer(reply) as server, caplog.at_level(logging.WARNING):
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path)
+        for step in range(6):
+            c.log_step(step, {"a": 1.0})
+        assert not c.flush(10)  # delivered, but one message was rejected
+        c.log_step(6, {"a": 1.0})
+        assert c.flush(10)  # nothing lost since the previous flush
+        stats = c.stats
+        assert c.close(5)
+    assert [m["step"] for m in server.received] == list(range(7))  # never retried
+    assert stats["rejected"] == 1 and stats["acked"] == 6 and stats["pending"] == 0
+    assert sum("rejected" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_unacknowledged_messages_are_resent_with_their_ids_after_a_drop(
+        tmp_path: Path) -> None:
+    def reply(msg: dict[str, Any], n: int) -> str:
+        return "abort" if n == 40 else "ack"
+
+    with ScriptedServer(reply, ack_delay=0.01) as server:
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path, backoff_initial=0.05)
+        for step in range(100):
+            c.log_step(step, {"a": float(step)})
+        assert c.flush(20)
+        stats = c.stats
+        assert c.close(5)
+    ids = [m["id"] for m in server.received]
+    assert server.connections == 2 and stats["reconnects"] >= 1
+    resent = set(ids[:40]) & set(ids[40:])
+    assert resent and len(ids) == 100 + len(resent)  # unacked ones came again, once
+    assert len({(m["id"], m["step"]) for m in server.received}) == 100  # with the same ids
+    assert sorted({m["step"] for m in server.received}) == list(range(100))
+
+
+def test_a_bad_token_stops_the_client_and_keeps_the_outbox(tmp_path: Path,
+                                                           caplog: pytest.LogCaptureFixture
+                                                           ) -> None:
+    with ScriptedServer(lambda m, n: "ack", token="good") as server, \
+            caplog.at_level(logging.ERROR):
+        c = connect(server.url, "bad", "r", spool_dir=tmp_path)
+        c.log_step(1, {"a": 1.0})
+        assert not c.flush(5)
+        time.sleep(0.3)
+        assert server.connections == 1  # no reconnect loop
+        assert not c.close(1)
+        good = connect(server.url, "good", "r", spool_dir=tmp_path)
+        assert good.stats["replayed"] == 1
+        assert good.close(5)
+    assert [m["step"] for m in server.received] == [1]
+    assert any("4401" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failing_outbox_file_falls_back_to_memory(tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    with ScriptedServer(lambda m, n: "ack") as server, caplog.at_level(logging.ERROR):
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path)
+        engine = c._engine
+        real_append = engine.spool.append  # type: ignore[union-attr]
+
+        def broken(messages: Any) -> int:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        engine.spool.append = broken  # type: ignore[union-attr, method-assign]
+        for step in range(5):
+            c.log_step(step, {"a": 1.0})
+        assert c.flush(10)
+        stats = c.stats
+        assert c.close(5)
+        assert real_append is not None
+    assert stats["spool_errors"] == 1 and c.spool_path is None
+    assert [m["step"] for m in server.received] == list(range(5))
+    assert any("continuing in memory only" in r.getMessage() for r in caplog.records)

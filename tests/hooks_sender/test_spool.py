@@ -1,0 +1,168 @@
+"""The outbox: order, durability across reopen and SIGKILL, slots and adoption, encoding and
+splitting of refused messages."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainer_hooks import protocol as p
+from trainer_hooks import spool as sp
+from trainer_hooks.rewards import identity_record
+from trainer_hooks.spool import Outgoing, Spool, open_slot
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def out(i: int, step: Any = None, sample_ids: list[Any] | None = None,
+        env: Any = None) -> Outgoing:
+    """A message; with `step`, a samples message whose sample identity is recorded."""
+    ident = None
+    if step is not None:
+        ident = identity_record({"step": step, "env": env, "group_id": [0] * len(sample_ids or []),
+                                 "sample_id": sample_ids or []})
+    return Outgoing(f"m-{i}", "step", 0, "msgpack", f"body-{i}".encode(), ident)
+
+
+def test_pending_messages_come_back_in_append_order(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "a.sqlite")
+    try:
+        spool.append([out(3), out(1)])
+        spool.append([out(2)])
+        spool.append([out(1)])  # an id already spooled is not queued twice
+        assert [r.msg_id for r in spool.pending()] == ["m-3", "m-1", "m-2"]
+        first = spool.pending()[0].seq
+        assert [r.msg_id for r in spool.pending(after_seq=first, limit=1)] == ["m-1"]
+        spool.delete(["m-1", "unknown"])
+        assert [r.msg_id for r in spool.pending()] == ["m-3", "m-2"]
+        assert (spool.rows, spool.bytes) == (2, len(b"body-3") + len(b"body-2"))
+        spool.replace("m-3", [out(4), out(5)])  # a split goes to the end
+        assert [r.msg_id for r in spool.pending()] == ["m-2", "m-4", "m-5"]
+    finally:
+        spool.close()
+
+
+def test_messages_and_sample_identities_survive_reopening(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "a.sqlite")
+    spool.append([out(1, [5, 6], ["a", 7], env=["x", None]), out(2), out(3, 4, ["b"], "e")])
+    spool.delete(["m-1"])  # acknowledged: its samples are still remembered
+    spool.close()
+    again = Spool(tmp_path / "a.sqlite")
+    try:
+        assert [r.msg_id for r in again.pending()] == ["m-2", "m-3"]
+        assert again.gen == 2 and again.prev_max_step == 6
+        assert again.previous_keys(4, 6) == {4: {("e", "0", "b")}, 5: {("x", "0", "a")},
+                                             6: {("", "0", "7")}}
+        again.append([out(4, 6, ["c"])])
+        assert again.previous_keys(6, 6)[6] == {("", "0", "7")}  # earlier incarnations only
+        again.prune_keys(5)  # whole records: the one of step 4 goes
+        assert set(again.previous_keys(0, 9)) == {5, 6}
+    finally:
+        again.close()
+
+
+def test_a_committed_append_survives_sigkill_of_the_writer(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        import msgpack
+        from trainer_hooks.spool import Outgoing, open_slot
+        spool = open_slot(__import__("pathlib").Path({str(tmp_path)!r}), "run/1")
+        for i in range(50):
+            ident = (i, i, msgpack.packb([i, None, [0], [f"k{{i}}"]]))
+            spool.append([Outgoing(f"m-{{i}}", "samples", 1, "msgpack", b"x" * 1000, ident)])
+        print("appended", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "appended"
+        # the slot is locked while the writer lives: a second opener gets another slot
+        other = open_slot(tmp_path, "run/1")
+        assert other.path is not None and other.path.name == "slot-1.sqlite"
+        other.close()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    spool = open_slot(tmp_path, "run/1")
+    try:
+        assert spool.path is not None and spool.path.name == "slot-0.sqlite"
+        assert [r.msg_id for r in spool.pending(0, 100)] == [f"m-{i}" for i in range(50)]
+        assert spool.previous_keys(49, 49) == {49: {("", "0", "k49")}}
+    finally:
+        spool.close()
+
+
+def test_a_new_client_adopts_the_pending_messages_of_dead_slots(tmp_path: Path) -> None:
+    a = open_slot(tmp_path, "r")
+    b = open_slot(tmp_path, "r", name="worker-b")
+    c = open_slot(tmp_path, "r")
+    assert [s.path.name for s in (a, b, c) if s.path] == [
+        "slot-0.sqlite", "worker-b.sqlite", "slot-1.sqlite"]
+    a.append([out(1), out(2)])
+    b.append([out(3, 1, ["kb"])])
+    c.append([out(4)])
+    a.close()
+    b.close()
+    fresh = open_slot(tmp_path, "r")  # takes slot-0 back, adopts worker-b's message
+    try:
+        assert [r.msg_id for r in fresh.pending()] == ["m-1", "m-2", "m-3"]
+        assert fresh.previous_keys(0, 9) == {}  # identities stay with their slot
+        b2 = open_slot(tmp_path, "r", name="worker-b")
+        assert b2.pending() == [] and b2.previous_keys(0, 9) == {1: {("", "0", "kb")}}
+        b2.close()
+    finally:
+        fresh.close()
+        c.close()
+    last = open_slot(tmp_path, "r")  # everyone gone: it adopts every pending message
+    try:
+        assert sorted(r.msg_id for r in last.pending()) == ["m-1", "m-2", "m-3", "m-4"]
+    finally:
+        last.close()
+
+
+def test_run_names_map_to_distinct_safe_directories() -> None:
+    assert sp.run_key("a/b") != sp.run_key("a_b")
+    assert "/" not in sp.run_key("../../etc/passwd")
+
+
+@pytest.mark.parametrize("fmt", ["msgpack", "json"])
+def test_encoded_messages_decode_to_what_the_server_validates(fmt: str) -> None:
+    import numpy as np
+
+    msg = {"v": 1, "id": "x-1", "type": "samples", "run": "r", "step": [1, 1, 2],
+           "sample_id": ["a", "b", "c"], "group_id": [0, 0, 1],
+           "reward": np.array([1.0, np.nan, 0.5]), "time": np.array([1.0, 2.0, 3.0]),
+           "metrics": {"m": np.array([1.0, 2.0, np.inf])}}
+    body = sp.encode(msg, fmt)
+    obj = p.decode_frame(body if fmt == "msgpack" else body.decode(), binary=fmt == "msgpack")
+    got = p.validate_message(obj)
+    assert got.n == 3 and np.isnan(got.reward[1]) and np.isnan(got.metrics["m"][2])
+    assert sp.decode(body, fmt)["sample_id"] == ["a", "b", "c"]
+
+
+def test_a_refused_message_splits_into_valid_halves_that_add_up() -> None:
+    msg = {"v": 1, "id": "x-1", "type": "samples", "run": "r", "step": [1, 1, 2, 2, 2],
+           "sample_id": list("abcde"), "group_id": [0] * 5, "reward": [1.0] * 5,
+           "env": "e", "stop_reason": ["length", None, None, "stop", None],
+           "metrics": {"m": [1, 2, 3, 4, 5]}}
+    halves = sp.split(msg)
+    assert halves is not None and [h["id"] for h in halves] == ["x-1.0", "x-1.1"]
+    got = [p.validate_message(h) for h in halves]
+    assert [g.n for g in got] == [2, 3]
+    assert got[1].metrics["m"].tolist() == [3, 4, 5] and got[1].step.tolist() == [2, 2, 2]
+    step = {"v": 1, "id": "s", "type": "step", "run": "r", "step": 1,
+            "metrics": {"a": 1, "b": 2, "c": 3}}
+    halves = sp.split(step)
+    assert halves is not None and [h["metrics"] for h in halves] == [{"a": 1}, {"b": 2, "c": 3}]
+    assert sp.split({**step, "metrics": {"a": 1}}) is None
+    assert sp.split({"type": "run.start", "id": "z"}) is None
