@@ -18,6 +18,7 @@ from trainer_hooks.protocol import Samples
 
 FLOAT_COLUMNS = ("reward", "advantage", "prompt_tokens", "completion_tokens",
                  "off_policy_steps", "time")
+# Ids are integers or strings (the wire allows both); the others are always strings.
 STRING_COLUMNS = ("sample_id", "group_id", "env", "stop_reason", "discard_reason")
 
 
@@ -30,7 +31,11 @@ def encode_batch(s: Samples, mask: np.ndarray) -> bytes:
             out[name] = np.ascontiguousarray(col[mask], dtype="<f8").tobytes()
     for name in STRING_COLUMNS:
         col = getattr(s, name)
-        if col is not None:
+        if col is None:
+            continue
+        if col.dtype.kind == "i":
+            out[name] = {"i": np.ascontiguousarray(col[mask], dtype="<i8").tobytes()}
+        else:
             uniques, codes = np.unique(col[mask], return_inverse=True)
             out[name] = {"u": uniques.tolist(), "c": codes.astype("<i4").tobytes()}
     out["metrics"] = {k: np.ascontiguousarray(v[mask], dtype="<f8").tobytes()
@@ -46,7 +51,9 @@ def decode_batch(blob: bytes) -> dict[str, Any]:
         if name in raw:
             out[name] = np.frombuffer(raw[name], dtype="<f8")
     for name in STRING_COLUMNS:
-        if name in raw:
+        if name in raw and "i" in raw[name]:
+            out[name] = np.frombuffer(raw[name]["i"], dtype="<i8")
+        elif name in raw:
             uniques = np.array(raw[name]["u"], dtype=str)
             out[name] = uniques[np.frombuffer(raw[name]["c"], dtype="<i4")]
     out["metrics"] = {k: np.frombuffer(v, dtype="<f8") for k, v in raw["metrics"].items()}
@@ -66,12 +73,21 @@ def _str_concat(batches: list[dict[str, Any]], name: str) -> np.ndarray:
     return np.concatenate([b.get(name, np.full(b["n"], "")) for b in batches])
 
 
+def _id_concat(batches: list[dict[str, Any]], name: str) -> np.ndarray:
+    """Integer ids stay integers; if any batch used strings, all become strings (so 7 and "7"
+    are one id, as they are on the wire)."""
+    parts = [b[name] for b in batches]
+    if all(p.dtype.kind == "i" for p in parts):
+        return np.concatenate(parts)
+    return np.concatenate([p.astype(str) for p in parts])
+
+
 def assemble_step(batches: list[dict[str, Any]]) -> tuple[StepSamples, float | None]:
     """Concatenate decoded batches of one step into canonical-order StepSamples.
 
     Returns the samples and the latest sample `time` (None when no sample carried one)."""
-    sample_codes = np.unique(_str_concat(batches, "sample_id"), return_inverse=True)[1]
-    group_codes = np.unique(_str_concat(batches, "group_id"), return_inverse=True)[1]
+    sample_codes = np.unique(_id_concat(batches, "sample_id"), return_inverse=True)[1]
+    group_codes = np.unique(_id_concat(batches, "group_id"), return_inverse=True)[1]
     reward = np.concatenate([b["reward"] for b in batches])
     # lexsort: last key is primary. Ties (same group, sample id and reward) are duplicates.
     order = np.lexsort((reward, sample_codes, group_codes))

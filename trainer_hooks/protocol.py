@@ -143,8 +143,8 @@ class Samples(Message):
 
     n: int
     step: np.ndarray  # int64
-    sample_id: np.ndarray  # str
-    group_id: np.ndarray  # str
+    sample_id: np.ndarray  # int64 when every id is an integer, else str
+    group_id: np.ndarray  # int64 when every id is an integer, else str
     reward: np.ndarray
     env: np.ndarray  # str, '' = no environment
     advantage: np.ndarray | None
@@ -444,7 +444,12 @@ def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
     kinds = set(map(type, values))
     if not kinds <= _ID_TYPES:
         raise ProtocolError("wrong_type", name, f"{name} must hold strings or integers")
-    arr = np.array(values).astype(str) if kinds == {int} else np.array(values, dtype=str)
+    if kinds == {int}:  # kept as integers: sorting and grouping them is much cheaper
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
+    arr = np.array(values, dtype=str)
     if arr.dtype.itemsize // 4 > MAX_ID_CHARS:
         raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_ID_CHARS} chars")
     return arr

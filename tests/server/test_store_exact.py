@@ -97,3 +97,15 @@ def test_a_statistic_that_loses_its_value_is_withdrawn(transactional_db: None) -
     assert "reward|reward|gini_mean|" not in stored("r")
     tomb = Point.objects.get(series__sid="reward|reward|gini_mean|", step=0)
     assert tomb.value is None
+
+
+def test_integer_and_string_ids_name_the_same_group(transactional_db: None) -> None:
+    project = Project.objects.create(name="p").pk
+    base = {"v": 1, "type": "samples", "run": "r", "step": 0}
+    handle_object(project, {**base, "id": "1", "sample_id": [1, 2], "group_id": [7, 7],
+                            "reward": [0.0, 1.0]})
+    handle_object(project, {**base, "id": "2", "sample_id": ["3"], "group_id": ["7"],
+                            "reward": [1.0]})
+    values = stored("r")
+    assert values["groups|groups|count|"] == 1.0
+    assert values["reward|reward|gini_mean|"] == pytest.approx(1 / 3)
