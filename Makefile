@@ -38,6 +38,8 @@ lint: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(PY) bench/ingest.py
 	$(PY) bench/read.py
+	$(PY) bench/hooks.py
+	$(PY) bench/browser.py
 
 clean:
 	rm -rf $(VENV) data

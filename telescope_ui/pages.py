@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gzip
 import hashlib
 from pathlib import Path
 
-from django.http import HttpRequest, HttpResponse
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
+from ingest import reads
 from ingest.models import Run
+from ingest.store import run_info
+
+# The Metrics page's ES modules, preloaded so the browser fetches them in parallel rather than
+# discovering them import by import.
+METRICS_MODULES = [f"js/{name}.js" for name in (
+    "metrics", "api", "catalog", "chart", "controls", "dom", "live", "prefs", "runbar",
+    "scheduler", "sketch", "store", "text", "traces", "transforms", "view")]
 
 
 @require_GET
@@ -26,7 +36,10 @@ def runs_page(request: HttpRequest) -> HttpResponse:
 def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
     view = "custom" if request.GET.get("view") == "custom" else "all"
-    return render(request, "metrics.html", {"run": run, "view": view})
+    # The catalog rides along with the page: the charts can be laid out without a round trip.
+    context = {"run": run, "view": view, "run_info": run_info(run), "catalog": reads.catalog(run),
+               "modules": METRICS_MODULES}
+    return render(request, "metrics.html", context)
 
 
 @functools.cache
@@ -38,17 +51,56 @@ def _plotly_bundle() -> tuple[bytes, bytes, str]:
     return raw, gzip.compress(raw, 6), hashlib.sha256(raw).hexdigest()[:16]
 
 
-@require_GET
-def plotly_js(request: HttpRequest) -> HttpResponse:
-    """plotly.min.js from the installed plotly package (never a CDN), gzip-compressed once."""
-    raw, packed, etag = _plotly_bundle()
+def _compressed(request: HttpRequest, raw: bytes, packed: bytes, etag: str, content_type: str,
+                cache_control: str) -> HttpResponse:
+    """One asset: 304 when the browser has it, gzip when accepted, an ETag always."""
     if request.headers.get("If-None-Match") == f'"{etag}"':
-        return HttpResponse(status=304)
-    gz = "gzip" in request.headers.get("Accept-Encoding", "")
-    response = HttpResponse(packed if gz else raw, content_type="application/javascript")
-    if gz:
-        response["Content-Encoding"] = "gzip"
+        response = HttpResponse(status=304)
+    else:
+        gz = "gzip" in request.headers.get("Accept-Encoding", "")
+        response = HttpResponse(packed if gz else raw, content_type=content_type)
+        if gz:
+            response["Content-Encoding"] = "gzip"
     response["Vary"] = "Accept-Encoding"
     response["ETag"] = f'"{etag}"'
-    response["Cache-Control"] = "public, max-age=86400"
+    response["Cache-Control"] = cache_control
     return response
+
+
+STATIC_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
+
+
+@functools.lru_cache(maxsize=256)
+def _static_bytes(path: Path, mtime_ns: int) -> tuple[bytes, bytes, str]:
+    raw = path.read_bytes()
+    return raw, gzip.compress(raw, 6), hashlib.sha256(raw).hexdigest()[:16]
+
+
+@require_GET
+async def static_asset(request: HttpRequest, name: str) -> HttpResponse:
+    """The front end's own files under static/ (JS modules, CSS), gzip-compressed, revalidated
+    by ETag on every load so a deploy is picked up at once (no build step, no hashed names).
+    Async: a page loads some twenty of them at once, and they need no thread of their own."""
+    root = (settings.BASE_DIR / "static").resolve()
+    path = (root / name).resolve()
+    content_type = STATIC_TYPES.get(path.suffix)
+    if content_type is None or not path.is_relative_to(root) or not path.is_file():
+        raise Http404(name)
+    raw, packed, etag = _static_bytes(path, path.stat().st_mtime_ns)
+    return _compressed(request, raw, packed, etag, content_type, "no-cache")
+
+
+@require_GET
+async def plotly_js(request: HttpRequest) -> HttpResponse:
+    """plotly.min.js from the installed plotly package (never a CDN), gzip-compressed once."""
+    if _plotly_bundle.cache_info().currsize:
+        raw, packed, etag = _plotly_bundle()
+    else:  # the one-time compression of 4.6 MB must not stall the event loop
+        raw, packed, etag = await asyncio.to_thread(_plotly_bundle)
+    return _compressed(request, raw, packed, etag, "application/javascript",
+                       "public, max-age=86400")

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", pages.runs_page, name="runs"),
     path("runs/<int:run_id>/metrics", pages.metrics_page, name="metrics"),
     path("static/plotly.min.js", pages.plotly_js, name="plotly"),
+    path("static/<path:name>", pages.static_asset, name="static-asset"),
     path("api/ingest", ingest_views.ingest, name="ingest"),
     path("api/runs", api.runs, name="api-runs"),
     path("api/runs/<int:run_id>", api.run_detail, name="api-run"),

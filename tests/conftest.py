@@ -46,7 +46,8 @@ def live_state(tmp_path: Path) -> Iterator[ServerState]:
 
 
 @pytest.fixture
-def live_server(live_state: ServerState) -> Iterator[LiveServer]:
+def dashboard_server(live_state: ServerState) -> Iterator[LiveServer]:
+    """A real server subprocess (not pytest-django's `live_server`, whose name this avoids)."""
     server = LiveServer(live_state).start()
     yield server
     server.stop()

@@ -23,7 +23,6 @@ from ingest.samples import (
 )
 
 NAN = float("nan")
-TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 def make_step(
@@ -73,162 +72,184 @@ def oracle_moments(out, kind, key, env, vals):
     out[(kind, key, "max", env)] = max(vals)
 
 
-def oracle(s: StepSamples, ranges: dict[str, EnvRanges]) -> dict:
-    out: dict = {}
+def declared_bounds(s: StepSamples, ranges, i: int, metric: str | None):
+    """(min, max) declared for sample i's environment: reward when metric is None."""
+    e = int(s.env[i])
+    env_ranges = ranges.get(s.env_names[e], EnvRanges()) if e >= 0 else EnvRanges()
+    if metric is None:
+        return env_ranges.reward_min, env_ranges.reward_max
+    declared = env_ranges.metrics.get(metric, MetricRange())
+    return declared.min, declared.max
 
-    def declared(i) -> EnvRanges:
-        e = int(s.env[i])
-        return ranges.get(s.env_names[e], EnvRanges()) if e >= 0 else EnvRanges()
 
-    def metric_range(i, m) -> MetricRange:
-        return declared(i).metrics.get(m, MetricRange())
+def or_default(value, default):
+    return default if value is None else value
 
-    def or_default(value, default):
-        return default if value is None else value
 
-    n = s.n
-    codes = sorted({int(e) for e in s.env if e >= 0})
-    scopes = [(None, None, list(range(n)))]
-    scopes += [(s.env_names[e], e, [i for i in range(n) if s.env[i] == e]) for e in codes]
-    columns = [("reward", "reward", s.reward, lambda i: or_default(declared(i).reward_min, 0.0))]
-    for m, col in s.metrics.items():
-        columns.append(("sample", m, col, lambda i, m=m: or_default(metric_range(i, m).min, 0.0)))
+def oracle_values(out, s, ranges, env, kept, kind, key, col, metric):
+    if not kept:
+        return
+    finite = [float(col[i]) for i in kept if math.isfinite(col[i])]
+    out[(kind, key, "count", env)] = float(len(finite))
+    oracle_moments(out, kind, key, env, finite)
+    by_group = defaultdict(list)
+    for i in kept:
+        lo = or_default(declared_bounds(s, ranges, i, metric)[0], 0.0)
+        by_group[int(s.group[i])].append((float(col[i]), lo))
+    gini, included, excluded = oracle_gini(by_group)
+    if gini is not None:
+        out[(kind, key, "gini_mean", env)] = gini
+    if included + excluded:
+        out[(kind, key, "gini_excluded", env)] = float(excluded)
+    if env is None:
+        out[(kind, key, "null_count", None)] = float(len(kept) - len(finite))
 
-    total = None
-    if s.prompt_tokens is not None and s.completion_tokens is not None:
-        total = [p + c for p, c in zip(s.prompt_tokens, s.completion_tokens, strict=True)]
-    tokens = {"prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens}
-    tokens["total_tokens"] = total
-    tokens = {k: v for k, v in tokens.items() if v is not None}
 
-    # A group's env is the env of its first kept sample with a finite reward.
-    groups_all: dict[int, list[int]] = defaultdict(list)
-    for i in range(n):
+def oracle_groups(out, s, ranges, env, code, kept):
+    if not kept:
+        return
+    # Groups over the whole step; a group's env is the env of its first member.
+    members = defaultdict(list)
+    for i in range(s.n):
         if s.discard[i] == KEPT and math.isfinite(s.reward[i]):
-            groups_all[int(s.group[i])].append(i)
+            members[int(s.group[i])].append(i)
+    counts = dict.fromkeys(("count", "informative", "tied", "all_min", "all_max"), 0.0)
+    for idx in members.values():
+        if code is not None and s.env[idx[0]] != code:
+            continue
+        rewards = [s.reward[i] for i in idx]
+        counts["count"] += 1
+        if len(set(rewards)) > 1:
+            counts["informative"] += 1
+            continue
+        counts["tied"] += 1
+        lo, hi = declared_bounds(s, ranges, idx[0], None)
+        counts["all_min"] += rewards[0] == or_default(lo, 0.0)
+        counts["all_max"] += rewards[0] == or_default(hi, 1.0)
+    for stat, c in counts.items():
+        out[("groups", "groups", stat, env)] = c
 
+
+def oracle_tokens(s) -> dict:
+    tokens = {}
+    if s.prompt_tokens is not None:
+        tokens["prompt_tokens"] = list(s.prompt_tokens)
+    if s.completion_tokens is not None:
+        tokens["completion_tokens"] = list(s.completion_tokens)
+    if s.prompt_tokens is not None and s.completion_tokens is not None:
+        pairs = zip(s.prompt_tokens, s.completion_tokens, strict=True)
+        tokens["total_tokens"] = [p + c for p, c in pairs]
+    return tokens
+
+
+def oracle_lengths(out, s, env, kept):
+    lengths = defaultdict(list)
+    for i in kept:
+        if math.isfinite(s.completion_tokens[i]):
+            lengths[int(s.group[i])].append(float(s.completion_tokens[i]))
+    gini = oracle_gini({g: [(x, 0.0) for x in xs] for g, xs in lengths.items()})[0]
+    if gini is not None:
+        out[("rollouts", "group_length_gini_mean", "group_length_gini_mean", env)] = gini
+    ratios = []
+    for xs in lengths.values():
+        top, middle = max(xs), statistics.median(xs)
+        if top == 0:
+            ratios.append(1.0)
+        elif middle != 0:
+            ratios.append(top / middle)
+    if ratios:
+        key = "group_length_max_median_ratio_mean"
+        out[("rollouts", key, key, env)] = statistics.fmean(ratios)
+
+
+def oracle_rollouts(out, s, env, kept):
+    for key, col in oracle_tokens(s).items():
+        oracle_moments(out, "rollouts", key, env, [col[i] for i in kept if math.isfinite(col[i])])
+    if s.stop_length is not None:
+        stops = [s.stop_length[i] for i in kept if math.isfinite(s.stop_length[i])]
+        if stops:
+            pct = 100.0 * sum(1 for x in stops if x == 1) / len(stops)
+            out[("rollouts", "stop_reason_length_pct", "stop_reason_length_pct", env)] = pct
+    if s.completion_tokens is not None:
+        oracle_lengths(out, s, env, kept)
+    if s.off_policy_steps is not None:
+        lags = [s.off_policy_steps[i] for i in kept if math.isfinite(s.off_policy_steps[i])]
+        if lags:
+            out[("rollouts", "off_policy_steps", "mean", env)] = statistics.fmean(lags)
+        if len(lags) > 1:
+            out[("rollouts", "off_policy_steps", "std", env)] = statistics.stdev(lags)
+
+
+def oracle_discarded(out, s, env, members):
+    dropped = [i for i in members if s.discard[i] != KEPT]
+    if env is not None and not dropped:
+        return
+    n_async = sum(1 for i in members if s.discard[i] == MAX_ASYNC)
+    zero = [i for i in members if s.discard[i] == ZERO_ADVANTAGE]
+    count = n_async + len(zero)
+    out[("discarded", "discarded", "count", env)] = float(count)
+    canceled = sum(1 for i in members if s.discard[i] == CANCELED)
+    out[("discarded", "discarded", "canceled", env)] = float(canceled)
+    if count:
+        out[("discarded", "discarded", "max_async_pct", env)] = 100.0 * n_async / count
+        out[("discarded", "discarded", "zero_advantage_pct", env)] = 100.0 * len(zero) / count
+    rewards = [s.reward[i] for i in zero if math.isfinite(s.reward[i])]
+    if rewards:
+        share = 100.0 / len(rewards)
+        out[("discarded", "zero_advantage", "reward_zero_pct", env)] = share * sum(
+            r == 0 for r in rewards
+        )
+        out[("discarded", "zero_advantage", "reward_positive_pct", env)] = share * sum(
+            r > 0 for r in rewards
+        )
+        out[("discarded", "zero_advantage", "reward_mean", env)] = statistics.fmean(rewards)
+    for key, col in oracle_tokens(s).items():
+        vals = [col[i] for i in dropped if math.isfinite(col[i])]
+        oracle_moments(out, "discarded", key, env, vals)
+
+
+def oracle_ranges(out, s, ranges, env, kept, key, col, metric):
+    at_min = with_min = at_max = with_max = outside = with_any = 0
+    for i in kept:
+        lo, hi = declared_bounds(s, ranges, i, metric)
+        if not math.isfinite(col[i]) or (lo is None and hi is None):
+            continue
+        v = col[i]
+        with_any += 1
+        outside += (lo is not None and v < lo) or (hi is not None and v > hi)
+        if lo is not None:
+            with_min += 1
+            at_min += v == lo
+        if hi is not None:
+            with_max += 1
+            at_max += v == hi
+    if with_min:
+        out[("ranges", key, "at_min_pct", env)] = 100.0 * at_min / with_min
+    if with_max:
+        out[("ranges", key, "at_max_pct", env)] = 100.0 * at_max / with_max
+    if with_any:
+        out[("ranges", key, "outside_count", env)] = float(outside)
+
+
+def oracle(s: StepSamples, ranges: dict[str, EnvRanges]) -> dict:
+    """Every series, recomputed sample by sample from the DESIGN.md definitions."""
+    out: dict = {}
+    codes = sorted({int(e) for e in s.env if e >= 0})
+    scopes = [(None, None, list(range(s.n)))]
+    scopes += [(s.env_names[e], e, [i for i in range(s.n) if s.env[i] == e]) for e in codes]
+    valued = [("reward", "reward", s.reward, None)]
+    valued += [("sample", m, col, m) for m, col in s.metrics.items()]
     for env, code, members in scopes:
         kept = [i for i in members if s.discard[i] == KEPT]
-        for kind, key, col, lo_of in columns:
-            if not kept:
-                continue
-            finite = [float(col[i]) for i in kept if math.isfinite(col[i])]
-            out[(kind, key, "count", env)] = float(len(finite))
-            oracle_moments(out, kind, key, env, finite)
-            by_group = defaultdict(list)
-            for i in kept:
-                by_group[int(s.group[i])].append((float(col[i]), lo_of(i)))
-            gini, inc, exc = oracle_gini(by_group)
-            if gini is not None:
-                out[(kind, key, "gini_mean", env)] = gini
-            if inc + exc:
-                out[(kind, key, "gini_excluded", env)] = float(exc)
-            if env is None:
-                out[(kind, key, "null_count", None)] = float(len(kept) - len(finite))
-
+        for kind, key, col, metric in valued:
+            oracle_values(out, s, ranges, env, kept, kind, key, col, metric)
+            oracle_ranges(out, s, ranges, env, kept, key, col, metric)
         if s.advantage is not None:
             adv = [s.advantage[i] for i in kept if math.isfinite(s.advantage[i])]
             oracle_moments(out, "advantage", "advantage", env, adv)
-
-        if kept:
-            counts = dict.fromkeys(("count", "informative", "tied", "all_min", "all_max"), 0.0)
-            for idx in groups_all.values():
-                if code is not None and s.env[idx[0]] != code:
-                    continue
-                rs = [s.reward[i] for i in idx]
-                counts["count"] += 1
-                if len(set(rs)) > 1:
-                    counts["informative"] += 1
-                    continue
-                counts["tied"] += 1
-                lo = or_default(declared(idx[0]).reward_min, 0.0)
-                hi = or_default(declared(idx[0]).reward_max, 1.0)
-                counts["all_min"] += rs[0] == lo
-                counts["all_max"] += rs[0] == hi
-            for stat, c in counts.items():
-                out[("groups", "groups", stat, env)] = c
-
-        for key, col in tokens.items():
-            vals = [col[i] for i in kept if math.isfinite(col[i])]
-            oracle_moments(out, "rollouts", key, env, vals)
-        if s.stop_length is not None:
-            stops = [s.stop_length[i] for i in kept if math.isfinite(s.stop_length[i])]
-            if stops:
-                pct = 100.0 * sum(1 for x in stops if x == 1) / len(stops)
-                out[("rollouts", "stop_reason_length_pct", "stop_reason_length_pct", env)] = pct
-        if s.completion_tokens is not None:
-            lengths = defaultdict(list)
-            for i in kept:
-                if math.isfinite(s.completion_tokens[i]):
-                    lengths[int(s.group[i])].append(float(s.completion_tokens[i]))
-            pairs = {g: [(x, 0.0) for x in xs] for g, xs in lengths.items()}
-            gini = oracle_gini(pairs)[0]
-            if gini is not None:
-                out[("rollouts", "group_length_gini_mean", "group_length_gini_mean", env)] = gini
-            ratios = []
-            for xs in lengths.values():
-                top, med = max(xs), statistics.median(xs)
-                if top == 0:
-                    ratios.append(1.0)
-                elif med != 0:
-                    ratios.append(top / med)
-            if ratios:
-                key = "group_length_max_median_ratio_mean"
-                out[("rollouts", key, key, env)] = statistics.fmean(ratios)
-        if s.off_policy_steps is not None:
-            lags = [s.off_policy_steps[i] for i in kept if math.isfinite(s.off_policy_steps[i])]
-            if lags:
-                out[("rollouts", "off_policy_steps", "mean", env)] = statistics.fmean(lags)
-            if len(lags) > 1:
-                out[("rollouts", "off_policy_steps", "std", env)] = statistics.stdev(lags)
-
-        dropped = [i for i in members if s.discard[i] != KEPT]
-        if env is None or dropped:
-            n_async = sum(1 for i in members if s.discard[i] == MAX_ASYNC)
-            zero = [i for i in members if s.discard[i] == ZERO_ADVANTAGE]
-            count = n_async + len(zero)
-            out[("discarded", "discarded", "count", env)] = float(count)
-            canceled = sum(1 for i in members if s.discard[i] == CANCELED)
-            out[("discarded", "discarded", "canceled", env)] = float(canceled)
-            if count:
-                out[("discarded", "discarded", "max_async_pct", env)] = 100.0 * n_async / count
-                out[("discarded", "discarded", "zero_advantage_pct", env)] = (
-                    100.0 * len(zero) / count
-                )
-            rs = [s.reward[i] for i in zero if math.isfinite(s.reward[i])]
-            if rs:
-                za = ("discarded", "zero_advantage")
-                out[(*za, "reward_zero_pct", env)] = 100.0 * sum(r == 0 for r in rs) / len(rs)
-                out[(*za, "reward_positive_pct", env)] = 100.0 * sum(r > 0 for r in rs) / len(rs)
-                out[(*za, "reward_mean", env)] = statistics.fmean(rs)
-            for key, col in tokens.items():
-                vals = [col[i] for i in dropped if math.isfinite(col[i])]
-                oracle_moments(out, "discarded", key, env, vals)
-
-        bounded = [("reward", s.reward, lambda i: (declared(i).reward_min, declared(i).reward_max))]
-        for m, col in s.metrics.items():
-            bounded.append((m, col, lambda i, m=m: (metric_range(i, m).min, metric_range(i, m).max)))
-        for key, col, bounds in bounded:
-            at_min, with_min, at_max, with_max, outside, with_any = 0, 0, 0, 0, 0, 0
-            for i in kept:
-                v = col[i]
-                lo, hi = bounds(i)
-                if not math.isfinite(v) or (lo is None and hi is None):
-                    continue
-                with_any += 1
-                outside += (lo is not None and v < lo) or (hi is not None and v > hi)
-                if lo is not None:
-                    with_min += 1
-                    at_min += v == lo
-                if hi is not None:
-                    with_max += 1
-                    at_max += v == hi
-            if with_min:
-                out[("ranges", key, "at_min_pct", env)] = 100.0 * at_min / with_min
-            if with_max:
-                out[("ranges", key, "at_max_pct", env)] = 100.0 * at_max / with_max
-            if with_any:
-                out[("ranges", key, "outside_count", env)] = float(outside)
+        oracle_groups(out, s, ranges, env, code, kept)
+        oracle_rollouts(out, s, env, kept)
+        oracle_discarded(out, s, env, members)
     return out
 
 
@@ -306,7 +327,8 @@ def steps(draw) -> tuple[StepSamples, dict[str, EnvRanges]]:
 
 
 def assert_same_series(got: dict, want: dict) -> None:
-    assert set(got) == set(want), (sorted(set(got) - set(want), key=str), sorted(set(want) - set(got), key=str))
+    extra, missing = set(got) - set(want), set(want) - set(got)
+    assert not extra and not missing, (sorted(extra, key=str), sorted(missing, key=str))
     for key, value in got.items():
         assert type(value) is float, key
         assert np.isclose(value, want[key], rtol=1e-9, atol=1e-12), (key, value, want[key])
@@ -352,9 +374,12 @@ def test_gini_of_one_winner_is_n_minus_1_over_n():
     )
 
 
-@pytest.mark.parametrize("value", [0.0, 3.0, -2.0])
-def test_gini_of_an_all_equal_group_is_zero(value):
-    gini, included, excluded = group_gini(np.full(5, value), np.zeros(5, dtype=np.int64), value)
+# 7 × 0.3 and 8 × 123.456: the sorted-rank sum rounds to a tiny non-zero, yet the Gini is 0.
+@pytest.mark.parametrize(
+    ("value", "n", "lo"), [(3.0, 5, 0.0), (0.3, 7, 0.0), (123.456, 8, 0.0), (-2.0, 5, -3.0)]
+)
+def test_gini_of_an_all_equal_group_is_exactly_zero(value, n, lo):
+    gini, included, excluded = group_gini(np.full(n, value), np.zeros(n, dtype=np.int64), lo)
     assert (gini, included, excluded) == (0.0, 1, 0)
 
 

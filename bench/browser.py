@@ -1,0 +1,239 @@
+"""Browser benchmark: the Metrics page in headless Chromium (the system one) against one server
+process on the embedded default, for a run of 10,000 steps × 300 step metrics (300 charts).
+
+Measures, with their targets:
+- first screen: navigation start → every chart in the viewport drawn with its data (≤ 1.5 s),
+  in a fresh browser context (cold cache) and on a reload (warm cache);
+- live latency: a step acked by the server (WebSocket ingest) → its point drawn on a visible
+  chart (p50 ≤ 100 ms, p99 ≤ 300 ms);
+- JS heap after scrolling the whole page top to bottom (≤ 300 MB).
+
+Run: .venv/bin/python bench/browser.py [--steps 10000] [--charts 300] [--data-dir DIR]
+(--data-dir keeps the ingested run between invocations; ingest takes a few minutes.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.live_server import LiveServer, ServerState  # noqa: E402
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+RUN = "bench-browser"
+T0 = 1_700_000_000.0
+
+
+def keys(n: int) -> list[str]:
+    """n step keys spread over sections and groups (`sec/group/metric`)."""
+    return [f"sec{i // 50}/grp{(i // 10) % 5}/metric_{i}" for i in range(n)]
+
+
+def metrics(step: int, names: list[str]) -> dict[str, float]:
+    return {k: math.sin(step / 300 + i) + 0.05 * math.sin(step * 7.3 + i * 1.7)
+            for i, k in enumerate(names)}
+
+
+class Client:
+    def __init__(self, server: LiveServer, token: str) -> None:
+        self.server, self.token = server, token
+
+    def post(self, messages: list[dict[str, Any]]) -> None:
+        req = urllib.request.Request(
+            self.server.http + "/api/ingest", data=json.dumps(messages).encode(), method="POST",
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as res:
+            body = json.loads(res.read())
+        if body["errors"]:
+            raise RuntimeError(body["errors"][:3])
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.server.http + path, timeout=60) as res:
+            return json.loads(res.read())
+
+    def run_id(self) -> int | None:
+        return next((r["id"] for r in self.get("/api/runs")["runs"] if r["name"] == RUN), None)
+
+
+def ingest(client: Client, steps: int, names: list[str], batch: int = 100) -> None:
+    start = time.perf_counter()
+    for first in range(0, steps, batch):
+        client.post([{"v": 1, "id": f"bench-{n}", "type": "step", "run": RUN, "step": n,
+                      "time": T0 + 10.0 * n, "metrics": metrics(n, names)}
+                     for n in range(first, min(steps, first + batch))])
+        done = min(steps, first + batch)
+        rate = done / (time.perf_counter() - start)
+        if done % 1000 == 0 or done == steps:
+            print(f"  ingest {done}/{steps} steps ({rate:.0f} steps/s)", flush=True)
+
+
+# Every chart in the viewport drawn with its data: as a sketch (canvas, while plotly.min.js is
+# still evaluating) or as a Plotly chart; and then every one of them as a Plotly chart.
+FIRST_SCREEN = """plotlyOnly => {
+  const charts = [...document.querySelectorAll('.chart')];
+  if (!charts.length) return false;
+  const h = innerHeight;
+  const inView = charts.filter(c => { const r = c.getBoundingClientRect();
+                                      return r.bottom > 0 && r.top < h && !c.hidden; });
+  const drawn = inView.every(c => { const gd = c.querySelector('.plot');
+    if (!plotlyOnly && c.classList.contains('sketched')) return true;
+    return gd.data && gd.data.some(t => t.x && t.x.length > 0); });
+  return inView.length > 0 && drawn ? performance.now() : false;
+}"""
+
+
+def first_screen(page: Any, url: str) -> tuple[float, float]:
+    """(ms to the first screen drawn, ms to the first screen drawn by Plotly)."""
+    page.goto(url, wait_until="commit")
+    drawn = page.wait_for_function(FIRST_SCREEN, arg=False, polling="raf", timeout=60_000)
+    plotly = page.wait_for_function(FIRST_SCREEN, arg=True, polling="raf", timeout=60_000)
+    return float(drawn.json_value()), float(plotly.json_value())
+
+
+def live_latency(page: Any, server: LiveServer, token: str, names: list[str], start_step: int,
+                 count: int, interval: float) -> tuple[list[float], list[float], list[float]]:
+    """Per live step: ack → drawn, ack → delta in the page, delta → drawn (ms)."""
+    from websockets.sync.client import connect
+
+    sid = "step|" + urllib.request.quote(names[0], safe="") + "||"
+    page.evaluate("""sid => { const drawn = window.__drawn = {}, arrived = window.__arrived = {};
+      document.addEventListener('telescope:drawn', e => {
+        const s = e.detail.lastStep;
+        if (e.detail.id === sid && s !== null && !(s in drawn)) drawn[s] = Date.now(); });
+      const apply = telescope.onDelta.bind(telescope);
+      telescope.onDelta = msg => { const p = msg.points[sid];
+        if (p) for (const s of p.step) if (!(s in arrived)) arrived[s] = Date.now();
+        apply(msg); }; }""", sid)
+    acked: dict[int, float] = {}
+    with connect(server.ws + "/ws/ingest/",
+                 additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        for k in range(count):
+            n = start_step + k
+            msg = {"v": 1, "id": f"live-{n}", "type": "step", "run": RUN, "step": n,
+                   "time": T0 + 10.0 * n, "metrics": metrics(n, names)}
+            ws.send(json.dumps(msg))
+            while True:
+                reply = json.loads(ws.recv(timeout=30))
+                if reply.get("id") == msg["id"]:
+                    acked[n] = time.time() * 1000
+                    break
+            time.sleep(interval)
+    page.wait_for_timeout(1000)
+    drawn, arrived = page.evaluate("[window.__drawn, window.__arrived]")
+    keys = [n for n in acked if str(n) in drawn and str(n) in arrived]
+    return ([drawn[str(n)] - acked[n] for n in keys],
+            [arrived[str(n)] - acked[n] for n in keys],
+            [drawn[str(n)] - arrived[str(n)] for n in keys])
+
+
+def heap_after_scroll(page: Any) -> tuple[float, float, int]:
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    height = page.evaluate("document.body.scrollHeight")
+    y, step = 0, page.evaluate("innerHeight")
+    max_rendered = 0
+    while y < height:
+        y += step
+        page.evaluate(f"window.scrollTo(0, {y})")
+        page.wait_for_timeout(120)
+        max_rendered = max(max_rendered, page.evaluate(
+            "document.querySelectorAll('.chart.rendered').length"))
+        height = page.evaluate("document.body.scrollHeight")
+    page.wait_for_timeout(1000)
+    used = _heap(cdp)
+    cdp.send("HeapProfiler.collectGarbage")
+    return used, _heap(cdp), max_rendered
+
+
+def _heap(cdp: Any) -> float:
+    found = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return found["JSHeapUsedSize"] / 2**20
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--charts", type=int, default=300)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--live", type=int, default=100, help="live steps to time")
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between live steps")
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="telescope-bench-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    state = ServerState(data_dir)
+    server = LiveServer(state).start()
+    try:
+        token = state.token("bench")
+        client = Client(server, token)
+        names = keys(args.charts)
+        run_id = client.run_id()
+        if run_id is None:
+            print(f"building a run of {args.steps} steps × {args.charts} metrics")
+            ingest(client, args.steps, names)
+            run_id = client.run_id()
+        last = client.get(f"/api/runs/{run_id}")["last_step"]
+        url = f"{server.http}/runs/{run_id}/metrics"
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            cold, warm = [], []
+            for _ in range(args.loads):
+                ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+                page = ctx.new_page()
+                cold.append(first_screen(page, url))
+                warm.append(first_screen(page, url))
+                ctx.close()
+            ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+            page = ctx.new_page()
+            first_screen(page, url)
+            page.wait_for_timeout(1000)
+            lat, transit, draw = live_latency(page, server, token, names, last + 1, args.live,
+                                              args.interval)
+            used, after_gc, max_rendered = heap_after_scroll(page)
+            charts = page.evaluate("document.querySelectorAll('.chart').length")
+            ctx.close()
+            browser.close()
+    finally:
+        server.stop()
+
+    print(f"run: {last + 1} steps × {charts} charts (+{args.live} live steps)")
+    for name, loads in (("cold cache", cold), ("warm cache", warm)):
+        for i, what in ((0, "drawn"), (1, "drawn by Plotly (interactive)")):
+            ms = [load[i] for load in loads]
+            target = "   target ≤ 1500 ms" if i == 0 else ""
+            print(f"first screen {what}, {name}: median {statistics.median(ms):.0f} ms "
+                  f"(min {min(ms):.0f}, max {max(ms):.0f}){target}")
+    if lat:
+        print(f"live latency ack → drawn: p50 {pct(lat, 0.5):.0f} ms, p99 {pct(lat, 0.99):.0f} ms, "
+              f"max {max(lat):.0f} ms over {len(lat)}/{args.live} steps   "
+              "target p50 ≤ 100, p99 ≤ 300 ms")
+        print(f"  of which ack → delta in the page: p50 {pct(transit, 0.5):.0f}, "
+              f"p99 {pct(transit, 0.99):.0f} ms; delta → drawn: p50 {pct(draw, 0.5):.0f}, "
+              f"p99 {pct(draw, 0.99):.0f} ms")
+    else:
+        print("live latency: no point drawn")
+    print(f"JS heap after scrolling the whole page: {used:.0f} MB ({after_gc:.0f} MB after GC), "
+          f"at most {max_rendered} charts rendered at once   target ≤ 300 MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+// The read API (PROTOCOL.md §4) and the one page write (run colour, CSRF-protected).
+
+export class HttpError extends Error {
+  constructor(status, body) {
+    super(`HTTP ${status}${body?.error ? `: ${body.error}` : ''}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+async function getJSON(url, options = {}) {
+  const res = await fetch(url, { credentials: 'same-origin', ...options });
+  let body = null;
+  try {
+    body = await res.json();
+  } catch {
+    body = null;
+  }
+  if (!res.ok) throw new HttpError(res.status, body);
+  return body;
+}
+
+function cookie(name) {
+  for (const part of document.cookie.split(';')) {
+    const [k, ...v] = part.trim().split('=');
+    if (k === name) return decodeURIComponent(v.join('='));
+  }
+  return '';
+}
+
+export function listRuns(project = null) {
+  const q = project ? `?project=${encodeURIComponent(project)}` : '';
+  return getJSON(`/api/runs${q}`).then((b) => b.runs);
+}
+
+export function getRun(id) {
+  return getJSON(`/api/runs/${encodeURIComponent(id)}`);
+}
+
+export function setRunColor(id, color) {
+  return getJSON(`/api/runs/${encodeURIComponent(id)}`, {
+    method: 'PATCH',
+    headers: { 'Content-Type': 'application/json', 'X-CSRFToken': cookie('csrftoken') },
+    body: JSON.stringify({ color }),
+  });
+}
+
+export function getCatalog(runId) {
+  return getJSON(`/api/runs/${encodeURIComponent(runId)}/catalog`);
+}
+
+/** Series of one run: {series: {id: payload}, seq, missing}. Ids are URL-encoded one by one. */
+export function getSeries(runId, ids, { maxPoints = null, minStep = null, maxStep = null } = {}) {
+  const q = [`ids=${ids.map(encodeURIComponent).join(',')}`];
+  if (maxPoints !== null) q.push(`max_points=${maxPoints}`);
+  if (minStep !== null) q.push(`min_step=${Math.floor(minStep)}`);
+  if (maxStep !== null) q.push(`max_step=${Math.ceil(maxStep)}`);
+  return getJSON(`/api/runs/${encodeURIComponent(runId)}/series?${q.join('&')}`);
+}
+
+export const MAX_IDS_PER_REQUEST = 500;
+export const MAX_POINTS_LIMIT = 20000;

@@ -1,0 +1,73 @@
+// Page-level controls of the Metrics page: x axis, EMA and span, max step / time, Normalize,
+// metric search. Every change is saved (localStorage) and reported to the page.
+
+import { h } from './dom.js';
+import { loadPage, savePage } from './prefs.js';
+import { clampSpan, SPAN_MAX, SPAN_MIN } from './transforms.js';
+
+const SEARCH_DEBOUNCE_MS = 150;
+
+export class Controls {
+  /** `onChange(settings, field)` after each change; `settings` is the live object. */
+  constructor(root, onChange) {
+    this.settings = loadPage();
+    this.onChange = onChange;
+    this.root = root;
+    this.build();
+  }
+
+  build() {
+    const s = this.settings;
+    const radio = (value, text) => h('label', { class: 'seg' },
+      h('input', { type: 'radio', name: 'xaxis', value, checked: s.xaxis === value }), text);
+    this.inputs = {
+      ema: h('input', { type: 'checkbox', name: 'ema', checked: s.ema }),
+      span: h('input', { type: 'number', name: 'span', min: SPAN_MIN, max: SPAN_MAX, step: 1, value: s.span, class: 'num', 'aria-label': 'EMA span' }),
+      maxStep: h('input', { type: 'number', name: 'maxStep', min: 0, step: 1, value: s.maxStep ?? '', class: 'num', placeholder: 'all' }),
+      maxTime: h('input', { type: 'number', name: 'maxTime', min: 0, step: 'any', value: s.maxTime ?? '', class: 'num', placeholder: 'all' }),
+      normalize: h('input', { type: 'checkbox', name: 'normalize', checked: s.normalize }),
+      search: h('input', { type: 'search', name: 'search', value: s.search, placeholder: 'Search metrics', 'aria-label': 'Search metrics by name', autocomplete: 'off' }),
+      regex: h('input', { type: 'checkbox', name: 'regex', checked: s.regex }),
+    };
+    const i = this.inputs;
+    this.count = h('span', { class: 'search-count muted', 'aria-live': 'polite' });
+    this.searchError = h('span', { class: 'search-error', role: 'alert' });
+    this.form = h('form', { class: 'controls', 'aria-label': 'Chart controls' },
+      h('fieldset', { class: 'segmented' }, h('legend', {}, 'x axis'), radio('step', 'Step'), radio('time', 'Time')),
+      h('span', { class: 'control' }, h('label', {}, i.ema, ' EMA'), h('label', {}, ' span ', i.span)),
+      h('label', { class: 'control' }, 'Max step ', i.maxStep),
+      h('label', { class: 'control' }, 'Max time (h) ', i.maxTime),
+      h('label', { class: 'control' }, i.normalize, ' Normalize'),
+      h('span', { class: 'control search' }, i.search, h('label', { title: 'Regular expression' }, i.regex, ' regex'), this.count, this.searchError));
+    this.form.addEventListener('submit', (ev) => ev.preventDefault());
+    this.form.addEventListener('change', (ev) => this.read(ev.target.name));
+    i.search.addEventListener('input', () => {
+      clearTimeout(this.searchTimer);
+      this.searchTimer = setTimeout(() => this.read('search'), SEARCH_DEBOUNCE_MS);
+    });
+    this.root.replaceChildren(this.form);
+  }
+
+  read(field) {
+    const s = this.settings;
+    const i = this.inputs;
+    const num = (el) => (el.value === '' || !Number.isFinite(Number(el.value)) ? null : Number(el.value));
+    s.xaxis = this.form.elements.xaxis.value === 'time' ? 'time' : 'step';
+    s.ema = i.ema.checked;
+    s.span = clampSpan(i.span.value === '' ? s.span : i.span.value);
+    if (field === 'span') i.span.value = s.span;
+    s.maxStep = num(i.maxStep);
+    s.maxTime = num(i.maxTime);
+    s.normalize = i.normalize.checked;
+    s.search = i.search.value;
+    s.regex = i.regex.checked;
+    savePage(s);
+    this.onChange(s, field);
+  }
+
+  showSearchResult(count, error) {
+    this.count.textContent = `${count} chart${count === 1 ? '' : 's'}`;
+    this.searchError.textContent = error ? `Invalid regex: ${error}` : '';
+    this.inputs.search.setAttribute('aria-invalid', error ? 'true' : 'false');
+  }
+}

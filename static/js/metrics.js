@@ -1,0 +1,284 @@
+// The Metrics page (All view): loads the runs' catalogs, lays out charts, keeps them live from
+// `/ws/live/`, and applies the page controls. Entry point of templates/metrics.html.
+
+import { getRun } from './api.js';
+import { siblingKey, wantsBand } from './catalog.js';
+import { Controls } from './controls.js';
+import { firstMetricsHelp, h, runColor, themeColors } from './dom.js';
+import { LiveClient } from './live.js';
+import { ChartPrefs } from './prefs.js';
+import { RunBar } from './runbar.js';
+import { Scheduler, Visibility } from './scheduler.js';
+import { Loader, RunStore } from './store.js';
+import { compileSearch } from './text.js';
+import { AllView } from './view.js';
+
+const CATALOG_REFRESH_MS = 300;
+const PLOTLY_AT_LATEST_MS = 3000;
+
+/**
+ * Load plotly.min.js (preloaded by the page) and run it. It takes seconds to evaluate on a cold
+ * cache, so the page first draws quick sketches of the visible charts, then runs Plotly.
+ */
+function loadPlotly(src) {
+  return new Promise((resolve, reject) => {
+    const el = document.createElement('script');
+    el.src = src;
+    el.onload = () => resolve(window.Plotly);
+    el.onerror = () => reject(new Error(`could not load ${src}`));
+    document.head.append(el);
+  });
+}
+
+class MetricsPage {
+  constructor() {
+    this.root = document.getElementById('sections');
+    this.prefs = new ChartPrefs();
+    this.loader = new Loader();
+    this.scheduler = new Scheduler();
+    this.visibility = new Visibility();
+    this.runs = [];
+    this.stdIndex = new Map(); // siblingKey -> std series id
+    this.bandOwner = new Map(); // std series id -> mean series id
+    this.maxPoints = null;
+    this.controls = new Controls(document.getElementById('controls'), (s, field) => this.onControls(field));
+    this.settings = this.controls.settings;
+    this.view = new AllView(this.root, this);
+    this.runbar = new RunBar(document.getElementById('runbar'), this);
+    this.empty = document.getElementById('empty');
+    this.live = new LiveClient({
+      seq: (run) => this.store(run)?.seq ?? 0,
+      delta: (msg) => this.onDelta(msg),
+      reset: (run) => this.onReset(run),
+      run: (run, info) => this.onRunInfo(run, info),
+      status: (text) => this.runbar.setStatus(text === 'live' ? '● live' : 'reconnecting…'),
+    });
+    this.themeCache = null;
+    matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+      this.themeCache = null;
+      this.view.invalidateAll();
+    });
+    window.telescope = this; // for tests, benchmarks and the curious
+  }
+
+  theme() {
+    if (!this.themeCache) this.themeCache = themeColors();
+    return this.themeCache;
+  }
+
+  store(id) {
+    return this.runs.find((s) => s.id === Number(id));
+  }
+
+  stdIdFor(entry) {
+    return wantsBand(entry) ? this.stdIndex.get(siblingKey(entry)) ?? null : null;
+  }
+
+  async start() {
+    const primary = JSON.parse(document.getElementById('run-info').textContent);
+    const catalog = JSON.parse(document.getElementById('run-catalog').textContent);
+    const overlay = new URLSearchParams(location.search).get('overlay') || '';
+    this.measurePoints();
+    this.startPlotly();
+    this.live.start();
+    await this.addRun(primary, catalog);
+    if (!this.view.charts.size) this.plotlyNow();
+    for (const id of overlay.split(',').map(Number).filter((n) => n > 0 && n !== primary.id)) {
+      try {
+        await this.addRun(await getRun(id));
+      } catch (err) {
+        console.warn('overlay run not found', id, err);
+      }
+    }
+  }
+
+  /** Plotly runs once the first screen is sketched (or after a second at the latest). */
+  startPlotly() {
+    const src = document.getElementById('plotly-src').href;
+    let started = false;
+    const go = () => {
+      if (started) return;
+      started = true;
+      this.scheduler.onSettled = null;
+      // Let the sketches reach the screen before the long evaluation blocks the thread.
+      requestAnimationFrame(() => setTimeout(() => loadPlotly(src).then(() => this.onPlotly()), 0));
+    };
+    this.plotlyNow = go;
+    this.scheduler.onSettled = () => {
+      if ([...this.view.charts.values()].some((c) => c.canvas)) go();
+    };
+    setTimeout(go, PLOTLY_AT_LATEST_MS);
+  }
+
+  onPlotly() {
+    this.runbar.refreshChoices();
+    for (const c of this.view.charts.values()) {
+      if (!c.canvas && !c.near) continue;
+      c.lastDraw = 0;
+      c.invalidate();
+    }
+  }
+
+  // ------------------------------------------------------------ runs
+
+  async addRun(info, catalog = null) {
+    if (this.store(info.id)) return;
+    const store = new RunStore(info);
+    store.color = runColor(info);
+    store.maxPoints = this.maxPoints;
+    store.onFirstStep = () => this.settings.xaxis === 'time' && this.invalidateSoon();
+    this.runs.push(store);
+    this.runbar.render();
+    const added = await store.loadCatalog(catalog);
+    this.live.subscribe(store.id);
+    this.addEntries(added);
+    this.syncUrl();
+    this.view.invalidateAll();
+  }
+
+  removeRun(id) {
+    const i = this.runs.findIndex((s) => s.id === id);
+    if (i <= 0) return;
+    this.runs.splice(i, 1);
+    this.live.unsubscribe(id);
+    for (const c of this.view.charts.values()) c.detail.delete(id);
+    this.syncUrl();
+    this.runbar.render();
+    this.view.invalidateAll();
+  }
+
+  recolor(id, color) {
+    const store = this.store(id);
+    if (!store) return;
+    store.color = color;
+    store.info.color = color;
+    this.view.invalidateAll();
+  }
+
+  syncUrl() {
+    const url = new URL(location.href);
+    const overlay = this.runs.slice(1).map((s) => s.id);
+    if (overlay.length) url.searchParams.set('overlay', overlay.join(','));
+    else url.searchParams.delete('overlay');
+    history.replaceState(null, '', url);
+  }
+
+  // ------------------------------------------------------------ catalog and charts
+
+  addEntries(entries) {
+    for (const e of entries) {
+      if (e.stat === 'std') {
+        const key = siblingKey(e);
+        this.stdIndex.set(key, e.id);
+        for (const other of this.view.charts.values()) {
+          if (wantsBand(other.entry) && siblingKey(other.entry) === key) {
+            this.bandOwner.set(e.id, other.id);
+            other.ensureData();
+          }
+        }
+      }
+      if (wantsBand(e) && this.stdIndex.has(siblingKey(e))) this.bandOwner.set(this.stdIndex.get(siblingKey(e)), e.id);
+    }
+    const made = this.view.add(entries);
+    this.updateEmpty();
+    if (made.length) this.applyFilter();
+  }
+
+  /**
+   * Points per trace: about two per pixel of plot width (server bounds 10..20000). The width
+   * follows from the grid's rules (CSS: columns of at least 380 px, 10 px apart), computed
+   * before any chart exists so that no layout of the whole page is forced.
+   */
+  measurePoints() {
+    const width = this.root.clientWidth || innerWidth;
+    const cols = Math.max(1, Math.floor((width + 10) / 390));
+    const plot = (width - 10 * (cols - 1)) / cols - 16;
+    this.maxPoints = Math.max(300, Math.min(2000, Math.round(2 * plot)));
+  }
+
+  updateEmpty() {
+    const none = this.view.charts.size === 0;
+    if (none && this.empty.hidden) {
+      const info = this.runs[0]?.info;
+      this.empty.replaceChildren(h('h2', {}, 'Waiting for the first metrics'),
+        h('p', {}, 'This run has no data yet. Send a step and it shows up here live.'),
+        firstMetricsHelp(info?.project, info?.name));
+    }
+    this.empty.hidden = !none;
+  }
+
+  applyFilter() {
+    const f = compileSearch(this.settings.search, this.settings.regex);
+    this.view.setFilter(f);
+    this.controls.showSearchResult(this.view.visibleCount(), f.error);
+  }
+
+  onControls(field) {
+    if (field === 'search' || field === 'regex') this.applyFilter();
+    else this.view.invalidateAll();
+  }
+
+  invalidateSoon() {
+    if (this.invalidateQueued) return;
+    this.invalidateQueued = true;
+    requestAnimationFrame(() => {
+      this.invalidateQueued = false;
+      this.view.invalidateAll();
+    });
+  }
+
+  // ------------------------------------------------------------ live
+
+  onDelta(msg) {
+    const store = this.store(msg.run);
+    if (!store) return;
+    const { changed, added, unknown } = store.applyDelta(msg);
+    if (added.length) this.addEntries(added);
+    for (const sid of changed) {
+      this.view.charts.get(sid)?.invalidate();
+      const owner = this.bandOwner.get(sid);
+      if (owner) this.view.charts.get(owner)?.invalidate();
+    }
+    if (unknown.length) this.refreshCatalogSoon(store);
+  }
+
+  refreshCatalogSoon(store) {
+    if (store.catalogTimer) return;
+    store.catalogTimer = setTimeout(async () => {
+      store.catalogTimer = null;
+      try {
+        const seq = store.seq;
+        const added = await store.loadCatalog();
+        store.seq = seq; // the catalog does not move the live stream
+        this.addEntries(added);
+      } catch (err) {
+        console.warn('catalog refresh failed', err);
+      }
+    }, CATALOG_REFRESH_MS);
+  }
+
+  async onReset(runId) {
+    const store = this.store(runId);
+    if (!store) return;
+    store.clearSeries();
+    for (const c of this.view.charts.values()) c.detail.delete(store.id);
+    this.addEntries(await store.loadCatalog());
+    this.live.subscribe(store.id);
+    this.view.invalidateAll();
+  }
+
+  onRunInfo(runId, info) {
+    const store = this.store(runId);
+    if (!store || !info) return;
+    Object.assign(store.info, info);
+    clearTimeout(this.runInfoTimer);
+    this.runInfoTimer = setTimeout(() => this.runbar.render(), 200);
+  }
+}
+
+new MetricsPage().start().catch((err) => {
+  console.error(err);
+  const box = document.getElementById('empty');
+  box.hidden = false;
+  box.replaceChildren(h('h2', {}, 'Could not load this run'), h('p', {}, String(err.message || err)));
+});

@@ -1,0 +1,99 @@
+// The run bar of the Metrics page: the runs drawn (primary first, then overlays), each with its
+// colour (editable, saved on the server), status and last step; add or remove overlays.
+
+import { listRuns, setRunColor } from './api.js';
+import { h } from './dom.js';
+
+export class RunBar {
+  /**
+   * `page` supplies: runs (RunStores), addRun(info), removeRun(id), recolor(id, color).
+   */
+  constructor(root, page) {
+    this.root = root;
+    this.page = page;
+    this.chips = h('ul', { class: 'run-chips', 'aria-label': 'Runs on this page' });
+    this.picker = h('select', { class: 'run-picker', 'aria-label': 'Overlay another run' });
+    this.picker.addEventListener('change', () => this.pick());
+    this.picker.addEventListener('focus', () => this.refreshChoices());
+    this.status = h('span', { class: 'live-status muted', 'aria-live': 'polite' });
+    root.replaceChildren(this.chips, this.picker, this.status);
+    this.all = null; // not listed yet
+  }
+
+  async refreshChoices() {
+    try {
+      this.all = await listRuns();
+    } catch {
+      return;
+    }
+    this.renderPicker();
+  }
+
+  renderPicker() {
+    if (this.all === null) {
+      this.picker.replaceChildren(h('option', { value: '' }, '+ Overlay run…'));
+      return;
+    }
+    const shown = new Set(this.page.runs.map((s) => s.id));
+    const primary = this.page.runs[0]?.info;
+    const others = this.all.filter((r) => !shown.has(r.id))
+      .sort((a, b) => (b.project === primary?.project) - (a.project === primary?.project));
+    this.picker.replaceChildren(h('option', { value: '' }, others.length ? '+ Overlay run…' : 'No other runs'),
+      ...others.map((r) => h('option', { value: String(r.id) }, `${r.project} / ${r.name}`)));
+    this.picker.disabled = others.length === 0;
+  }
+
+  pick() {
+    const id = Number(this.picker.value);
+    this.picker.value = '';
+    const info = (this.all || []).find((r) => r.id === id);
+    if (info) this.page.addRun(info);
+  }
+
+  /** Rebuild the chips when the set of runs changed; otherwise refresh status and step only. */
+  render() {
+    const ids = this.page.runs.map((s) => s.id).join(',');
+    if (ids !== this.renderedIds) {
+      this.renderedIds = ids;
+      this.chips.replaceChildren(...this.page.runs.map((store, i) => this.chip(store, i === 0)));
+      this.renderPicker();
+    }
+    for (const store of this.page.runs) this.refreshChip(store);
+  }
+
+  refreshChip(store) {
+    const info = store.info;
+    const parts = store.chipParts;
+    if (!parts) return;
+    const live = info.status === 'running';
+    parts.status.className = `badge ${live ? 'live' : info.status}`;
+    parts.status.textContent = live ? 'live' : info.status;
+    parts.step.textContent = info.last_step === null || info.last_step === undefined ? 'no steps' : `step ${info.last_step}`;
+    if (document.activeElement !== parts.color) parts.color.value = store.color;
+  }
+
+  chip(store, primary) {
+    const info = store.info;
+    const color = h('input', { type: 'color', value: store.color, class: 'swatch', 'aria-label': `Colour of run ${info.name}` });
+    color.addEventListener('input', () => this.page.recolor(store.id, color.value, false));
+    color.addEventListener('change', async () => {
+      try {
+        const saved = await setRunColor(store.id, color.value);
+        this.page.recolor(store.id, saved.color, true);
+      } catch (err) {
+        console.warn('colour not saved', err);
+      }
+    });
+    const status = h('span', { class: 'badge' });
+    const step = h('span', { class: 'muted step' });
+    store.chipParts = { status, step, color };
+    const name = primary ? h('strong', {}, info.name) : h('a', { href: `/runs/${info.id}/metrics` }, info.name);
+    const remove = primary ? null : h('button', { type: 'button', class: 'tool', 'aria-label': `Remove overlay ${info.name}`,
+      onclick: () => this.page.removeRun(store.id) }, '×');
+    return h('li', { class: 'run-chip', dataset: { runId: String(info.id) } }, color, h('span', { class: 'muted' }, `${info.project} /`), name, status, step, remove);
+  }
+
+  setStatus(text) {
+    this.status.textContent = text;
+  }
+}

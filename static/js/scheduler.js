@@ -1,0 +1,85 @@
+// When charts draw: only near the viewport, at most a few redraws per second each however fast
+// data arrives, visible charts first, and no more work per animation frame than a budget.
+// Far from the viewport a chart releases its Plotly resources.
+
+export const MIN_INTERVAL_MS = 250; // ≤ 4 redraws per second per chart in view
+const OFFSCREEN_INTERVAL_MS = 2000; // near but not in view: kept roughly current, cheaply
+const FRAME_BUDGET_MS = 24;
+const NEAR_MARGIN = '600px 0px';
+const FAR_MARGIN = '2400px 0px';
+
+export class Scheduler {
+  constructor({ minInterval = MIN_INTERVAL_MS, budget = FRAME_BUDGET_MS } = {}) {
+    this.minInterval = minInterval;
+    this.budget = budget;
+    this.queue = new Set();
+    this.raf = 0;
+    this.timer = 0;
+  }
+
+  request(chart) {
+    this.queue.add(chart);
+    this.kick();
+  }
+
+  kick() {
+    if (!this.raf) this.raf = requestAnimationFrame(() => this.run());
+  }
+
+  run() {
+    this.raf = 0;
+    clearTimeout(this.timer);
+    this.timer = 0;
+    const start = performance.now();
+    let wait = Infinity;
+    let busy = false;
+    const items = [...this.queue].sort((a, b) => (b.inView - a.inView) || (a.order - b.order));
+    for (const chart of items) {
+      if (!chart.near) {
+        this.queue.delete(chart); // drawn when it comes near again
+        continue;
+      }
+      if (!chart.ready()) continue; // its data request resolves and asks again
+      const interval = chart.inView ? this.minInterval : OFFSCREEN_INTERVAL_MS;
+      const due = chart.lastDraw + interval - performance.now();
+      if (due > 0) {
+        wait = Math.min(wait, due);
+        continue;
+      }
+      if (performance.now() - start > this.budget) {
+        busy = true;
+        break;
+      }
+      this.queue.delete(chart);
+      try {
+        chart.draw();
+      } catch (err) {
+        console.error('chart draw failed', chart.id, err);
+      }
+    }
+    if (busy) this.kick();
+    else if (wait < Infinity) this.timer = setTimeout(() => this.kick(), wait);
+    if (!busy && this.onSettled && ![...this.queue].some((c) => c.inView && c.near)) this.onSettled();
+  }
+}
+
+/**
+ * Watches chart cards: `near` (within NEAR_MARGIN) makes a chart load and draw, leaving
+ * FAR_MARGIN purges it, `inView` orders the queue. Cards must have `.chart` = their Chart.
+ */
+export class Visibility {
+  constructor() {
+    const each = (fn) => (entries) => entries.forEach((e) => e.target.chart && fn(e.target.chart, e.isIntersecting));
+    this.view = new IntersectionObserver(each((c, on) => { c.inView = on; }));
+    this.near = new IntersectionObserver(each((c, on) => c.setNear(on)), { rootMargin: NEAR_MARGIN });
+    this.far = new IntersectionObserver(each((c, on) => { if (!on) c.purge(); }), { rootMargin: FAR_MARGIN });
+  }
+
+  observe(chart) {
+    for (const o of [this.view, this.near, this.far]) o.observe(chart.el);
+  }
+
+  unobserve(chart) {
+    for (const o of [this.view, this.near, this.far]) o.unobserve(chart.el);
+  }
+}

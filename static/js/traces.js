@@ -1,0 +1,174 @@
+// Pure figure building: what one chart draws (Plotly traces and layout) from the series of
+// every overlaid run, the chart's own settings and the page controls. No DOM, no Plotly.
+
+import {
+  acceptMask, alignByStep, applyLinear, ema, extent, limitIndices, normalizer, outlierBounds,
+  padRange, pick, timeAxis, timeUnit,
+} from './transforms.js';
+import { escapePlotly } from './text.js';
+
+/** '#rrggbb' → 'rgba(r,g,b,a)'. */
+export function withAlpha(hex, alpha) {
+  const m = /^#?([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(hex || '');
+  if (!m) return `rgba(128,128,128,${alpha})`;
+  return `rgba(${parseInt(m[1], 16)},${parseInt(m[2], 16)},${parseInt(m[3], 16)},${alpha})`;
+}
+
+function polygon(x, lo, hi) {
+  return { x: x.concat(x.slice().reverse()), y: hi.concat(lo.slice().reverse()) };
+}
+
+/** The points of one run after limits, first-step skipping and normalization. */
+export function prepareRun(run, chart, page) {
+  const s = run.data;
+  if (!s || s.step.length === 0) return null;
+  const t0 = run.t0 ?? (s.time.length ? s.time[0] : 0);
+  const maxTime = page.maxTime === null || page.maxTime === undefined ? null : page.maxTime * 3600;
+  let idx = limitIndices(s, { maxStep: page.maxStep ?? null, maxTime, t0 });
+  const first = run.firstStep ?? s.step[0];
+  if (chart.ignoreFirst && idx.length && s.step[idx[0]] === first) idx = idx.slice(1);
+  const d = pick(s, idx);
+  const lin = page.normalize ? normalizer(run.range) : null;
+  const y = applyLinear(d.value, lin);
+  let bmin = d.bmin && applyLinear(d.bmin, lin);
+  let bmax = d.bmax && applyLinear(d.bmax, lin);
+  if (lin && lin.scale < 0 && bmin) [bmin, bmax] = [bmax, bmin];
+  const bounds = chart.ignoreOutliers ? outlierBounds(y) : null;
+  const accept = acceptMask(y, bounds);
+  const emaY = page.ema ? ema(y, page.span, accept) : null;
+  let band = null;
+  if (chart.band && run.std) {
+    const sd = alignByStep(d.step, run.std);
+    const k = lin ? Math.abs(lin.scale) : 1;
+    const keep = sd.map((v, i) => v !== null && Number.isFinite(y[i]));
+    const at = (arr) => arr.filter((_, i) => keep[i]);
+    band = { step: at(d.step), time: at(d.time), accept: at(accept),
+      lo: at(y.map((v, i) => v - k * (sd[i] ?? 0))), hi: at(y.map((v, i) => v + k * (sd[i] ?? 0))) };
+  }
+  return { run, t0, step: d.step, time: d.time, y, bmin, bmax, bounds, accept, ema: emaY, band, lin,
+    downsampled: d.downsampled };
+}
+
+function xOf(p, page, unit, step, time) {
+  return page.xaxis === 'time' ? timeAxis(time, p.t0, unit) : step;
+}
+
+function lineTraces(p, x, page) {
+  const name = escapePlotly(p.run.name);
+  const color = p.run.color;
+  const out = [];
+  if (p.bmin && p.downsampled) {
+    out.push({ type: 'scatter', mode: 'lines', ...polygon(x, p.bmin, p.bmax), fill: 'toself',
+      fillcolor: withAlpha(color, 0.12), line: { width: 0 }, hoverinfo: 'skip', showlegend: false,
+      meta: { run: p.run.id, role: 'extremes' }, uid: `r${p.run.id}-extremes` });
+  }
+  if (p.band) {
+    const bx = xOf(p, page, p.unit, p.band.step, p.band.time);
+    out.push({ type: 'scatter', mode: 'lines', ...polygon(bx, p.band.lo, p.band.hi), fill: 'toself',
+      fillcolor: withAlpha(color, 0.18), line: { width: 0 }, hoverinfo: 'skip', showlegend: false,
+      meta: { run: p.run.id, role: 'band' }, uid: `r${p.run.id}-band` });
+  }
+  const mode = x.length < 3 ? 'lines+markers' : 'lines';
+  out.push({ type: 'scatter', mode, x, y: p.y, name, line: { color, width: page.ema ? 1 : 1.6 },
+    marker: { color, size: 5 }, opacity: page.ema ? 0.3 : 1, hovertemplate: '%{y:.5~g}',
+    meta: { run: p.run.id, role: 'raw' }, uid: `r${p.run.id}-raw` });
+  if (p.ema) {
+    out.push({ type: 'scatter', mode, x, y: p.ema, name: `${name} EMA`, line: { color, width: 2 },
+      marker: { color, size: 5 }, hovertemplate: '%{y:.5~g}', meta: { run: p.run.id, role: 'ema' },
+      uid: `r${p.run.id}-ema` });
+  }
+  return out;
+}
+
+/** Finite values that decide the y-range: accepted points only when outliers are ignored. */
+function rangeValues(p) {
+  const ok = (arr) => (arr ? arr.filter((_, i) => p.accept[i]) : null);
+  const okBand = (arr) => (p.band ? arr.filter((_, i) => p.band.accept[i]) : null);
+  if (p.bounds) return [ok(p.y), p.ema, okBand(p.band?.lo), okBand(p.band?.hi)];
+  return [p.y, p.ema, p.downsampled ? p.bmin : null, p.downsampled ? p.bmax : null, p.band?.lo, p.band?.hi];
+}
+
+function referenceShapes(prepared, entry, page, theme) {
+  const shapes = [];
+  const line = (y, dash) => ({ type: 'line', xref: 'paper', x0: 0, x1: 1, yref: 'y', y0: y, y1: y,
+    line: { color: theme.muted, width: 1, dash }, layer: 'below' });
+  if (!page.normalize) {
+    const seen = new Set();
+    for (const p of prepared) {
+      const r = p.run.range;
+      if (!r || r.source !== 'declared') continue;
+      for (const v of [r.min, r.max]) {
+        if (Number.isFinite(v) && !seen.has(v)) {
+          seen.add(v);
+          shapes.push(line(v, 'dot'));
+        }
+      }
+    }
+  }
+  if (entry.kind === 'advantage') {
+    const lin = page.normalize ? prepared.find((p) => p.lin)?.lin : null;
+    shapes.push(line(lin ? lin.offset : 0, 'solid'));
+  }
+  return shapes;
+}
+
+function yAxisRange(prepared, chart, page, shapes) {
+  const wanted = chart.ignoreOutliers || page.normalize || chart.yMin !== null || chart.yMax !== null;
+  if (!wanted) return null;
+  let ext = extent(...prepared.flatMap(rangeValues));
+  if (page.normalize) ext = ext ? [Math.min(0, ext[0]), Math.max(1, ext[1])] : [0, 1];
+  if (!ext) return null;
+  if (!page.normalize && shapes.length) ext = extent(ext, shapes.map((s) => s.y0));
+  let [lo, hi] = padRange(ext, page.normalize && !chart.ignoreOutliers ? 0.03 : 0.05);
+  if (chart.yMin !== null) lo = chart.yMin;
+  if (chart.yMax !== null) hi = chart.yMax;
+  if (chart.logY) {
+    if (!(hi > 0)) return null;
+    if (!(lo > 0)) lo = hi / 1e3;
+    return [Math.log10(lo), Math.log10(hi)];
+  }
+  return hi > lo ? [lo, hi] : null;
+}
+
+/**
+ * The figure of one chart: {data, layout, points}. `runs`: [{id, name, color, data, std,
+ * range, t0, firstStep}] (data/std are series objects or null); `chart`: per-chart settings;
+ * `page`: {xaxis, ema, span, normalize, maxStep, maxTime (h)}; `zoom`: {x?, y?} user ranges.
+ */
+export function buildFigure({ entry, runs, chart, page, theme, zoom = null }) {
+  const prepared = runs.map((r) => prepareRun(r, chart, page)).filter(Boolean);
+  let span = 0;
+  for (const p of prepared) {
+    for (const t of p.time) span = Math.max(span, t - p.t0);
+  }
+  const unit = timeUnit(span);
+  const fills = [];
+  const lines = [];
+  let points = 0;
+  for (const p of prepared) {
+    p.unit = unit;
+    points += p.y.length;
+    for (const t of lineTraces(p, xOf(p, page, unit, p.step, p.time), page)) (t.fill ? fills : lines).push(t);
+  }
+  const data = fills.concat(lines); // every band under every line
+  const shapes = referenceShapes(prepared, entry, page, theme);
+  const yRange = zoom?.y ?? yAxisRange(prepared, chart, page, shapes);
+  const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true,
+    tickfont: { size: 10 } };
+  const layout = {
+    margin: { l: 44, r: 10, t: 6, b: 24 },
+    autosize: true,
+    paper_bgcolor: 'rgba(0,0,0,0)',
+    plot_bgcolor: 'rgba(0,0,0,0)',
+    font: { color: theme.fg, size: 11, family: theme.font },
+    showlegend: false,
+    hovermode: 'x unified',
+    hoverlabel: { bgcolor: theme.bg, bordercolor: theme.grid, font: { color: theme.fg } },
+    xaxis: { ...axis, ticksuffix: page.xaxis === 'time' ? ` ${unit.unit}` : '',
+      ...(zoom?.x ? { range: zoom.x, autorange: false } : { autorange: true }) },
+    yaxis: { ...axis, type: chart.logY ? 'log' : 'linear', exponentformat: 'SI',
+      ...(yRange ? { range: yRange, autorange: false } : { autorange: true }) },
+    shapes,
+  };
+  return { data, layout, points, unit, prepared };
+}

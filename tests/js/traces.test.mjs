@@ -1,0 +1,131 @@
+// What one chart draws (static/js/traces.js): overlay, EMA, outliers, normalization, bands.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { buildFigure, withAlpha } from '../../static/js/traces.js';
+
+const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
+const page = (over = {}) => ({ xaxis: 'step', ema: false, span: 10, normalize: false, maxStep: null, maxTime: null, ...over });
+const chart = (over = {}) => ({ ignoreOutliers: false, ignoreFirst: false, logY: false, yMin: null, yMax: null, band: true, ...over });
+const series = (values, { t0 = 1000, dt = 10, step0 = 0 } = {}) => ({
+  step: values.map((_, i) => step0 + i), time: values.map((_, i) => t0 + dt * (i + step0)),
+  value: values.slice(), bmin: null, bmax: null, downsampled: false,
+});
+const run = (id, values, over = {}) => ({ id, name: `run-${id}`, color: '#112233', data: series(values), std: null,
+  range: { min: Math.min(...values), max: Math.max(...values), source: 'observed', invert: false }, t0: 1000, firstStep: 0, ...over });
+const entry = (over = {}) => ({ id: 'step|x||', kind: 'step', key: 'x', stat: null, env: null, ...over });
+const role = (fig, r, runId = 1) => fig.data.find((t) => t.meta.role === r && t.meta.run === runId);
+
+test('each overlaid run gets its own traces in its colour, names escaped for Plotly', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [1, 2, 3]), run(2, [3, 2], { name: '<b>x</b>', color: '#abcdef' })],
+    chart: chart(), page: page(), theme });
+  assert.equal(role(fig, 'raw', 1).line.color, '#112233');
+  assert.equal(role(fig, 'raw', 2).line.color, '#abcdef');
+  assert.equal(role(fig, 'raw', 2).name, '&lt;b&gt;x&lt;/b&gt;');
+  assert.deepEqual(role(fig, 'raw', 2).y, [3, 2]);
+  assert.equal(fig.layout.hovermode, 'x unified');
+  assert.equal(fig.points, 5);
+});
+
+test('EMA adds a line and makes the raw line faint', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [4, 2, 6])], chart: chart(), page: page({ ema: true, span: 3 }), theme });
+  assert.deepEqual(role(fig, 'ema').y, [4, 3, 4.5]);
+  assert.ok(role(fig, 'raw').opacity < 1);
+  assert.equal(role(fig, 'ema').name, 'run-1 EMA');
+});
+
+test('ignoring outliers fixes the y-range and the EMA but still draws the point', () => {
+  const values = [1, 1.1, 0.9, 1.05, 0.95, 50, 1];
+  const fig = buildFigure({ entry: entry(), runs: [run(1, values)], chart: chart({ ignoreOutliers: true }),
+    page: page({ ema: true, span: 3 }), theme });
+  assert.deepEqual(role(fig, 'raw').y, values);
+  assert.equal(role(fig, 'ema').y[5], role(fig, 'ema').y[4]);
+  const [lo, hi] = fig.layout.yaxis.range;
+  assert.ok(hi < 2 && lo > 0.5, `${lo}..${hi}`);
+  assert.equal(fig.layout.yaxis.autorange, false);
+});
+
+test('ignore first step drops the run\'s first step only', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [60, 10, 11])], chart: chart({ ignoreFirst: true }), page: page(), theme });
+  assert.deepEqual(role(fig, 'raw').x, [1, 2]);
+  const later = run(1, [5, 6], { data: series([5, 6], { step0: 3 }), firstStep: 0 });
+  const fig2 = buildFigure({ entry: entry(), runs: [later], chart: chart({ ignoreFirst: true }), page: page(), theme });
+  assert.deepEqual(role(fig2, 'raw').x, [3, 4]);
+});
+
+test('normalize maps declared ranges onto [0, 1] and drops the reference lines', () => {
+  const r = run(1, [0, 1, 2], { range: { min: 0, max: 2, source: 'declared', invert: false } });
+  const raw = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page(), theme });
+  assert.deepEqual(raw.layout.shapes.map((s) => s.y0), [0, 2]);
+  const norm = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page({ normalize: true }), theme });
+  assert.deepEqual(role(norm, 'raw').y, [0, 0.5, 1]);
+  assert.equal(norm.layout.shapes.length, 0);
+  const [lo, hi] = norm.layout.yaxis.range;
+  assert.ok(lo <= 0 && hi >= 1);
+  const inv = buildFigure({ entry: entry(), runs: [run(1, [0, 2], { range: { min: 0, max: 2, source: 'declared', invert: true } })],
+    chart: chart(), page: page({ normalize: true }), theme });
+  assert.deepEqual(role(inv, 'raw').y, [1, 0]);
+});
+
+test('the time axis counts from the end of the first step, in a readable unit', () => {
+  const r = run(1, [1, 2, 3]);
+  r.data.time = [1000, 1030, 1060];
+  const fig = buildFigure({ entry: entry(), runs: [r], chart: chart(), page: page({ xaxis: 'time' }), theme });
+  assert.deepEqual(role(fig, 'raw').x, [0, 30, 60]);
+  assert.equal(fig.layout.xaxis.ticksuffix, ' s');
+});
+
+test('max step and max time (hours) limit the points', () => {
+  const r = run(1, [1, 2, 3, 4]);
+  r.data.time = [1000, 1000 + 1800, 1000 + 3600, 1000 + 7200];
+  const fig = buildFigure({ entry: entry(), runs: [r], chart: chart(), page: page({ maxStep: 2 }), theme });
+  assert.deepEqual(role(fig, 'raw').x, [0, 1, 2]);
+  const fig2 = buildFigure({ entry: entry(), runs: [r], chart: chart(), page: page({ maxTime: 1 }), theme });
+  assert.deepEqual(role(fig2, 'raw').x, [0, 1, 2]);
+});
+
+test('mean ± std band from the std series, scaled when normalized', () => {
+  const r = run(1, [1, 2], { std: series([0.5, 1]), range: { min: 0, max: 4, source: 'declared' } });
+  const fig = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page(), theme });
+  const band = role(fig, 'band');
+  assert.deepEqual(band.y, [1.5, 3, 1, 0.5]);
+  assert.equal(band.fill, 'toself');
+  assert.equal(fig.data[0].meta.role, 'band'); // bands under lines
+  const norm = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page({ normalize: true }), theme });
+  assert.deepEqual(role(norm, 'band').y, [0.375, 0.75, 0.25, 0.125]);
+  const off = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart({ band: false }), page: page(), theme });
+  assert.equal(role(off, 'band'), undefined);
+});
+
+test('a downsampled series draws its bucket extremes as a band', () => {
+  const r = run(1, [1, 2]);
+  Object.assign(r.data, { bmin: [0, 1], bmax: [3, 4], downsampled: true });
+  const fig = buildFigure({ entry: entry(), runs: [r], chart: chart(), page: page(), theme });
+  assert.deepEqual(role(fig, 'extremes').y, [3, 4, 1, 0]);
+});
+
+test('y min / max and log y', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [1, 10, 100])], chart: chart({ yMin: 0, yMax: 50 }), page: page(), theme });
+  assert.deepEqual(fig.layout.yaxis.range, [0, 50]);
+  const log = buildFigure({ entry: entry(), runs: [run(1, [1, 10, 100])], chart: chart({ logY: true, yMin: 1, yMax: 1000 }), page: page(), theme });
+  assert.equal(log.layout.yaxis.type, 'log');
+  assert.deepEqual(log.layout.yaxis.range, [0, 3]);
+});
+
+test('advantage charts carry a zero line; user zoom wins', () => {
+  const fig = buildFigure({ entry: entry({ kind: 'advantage', stat: 'mean' }), runs: [run(1, [-1, 1])], chart: chart(), page: page(), theme,
+    zoom: { x: [0, 0.5] } });
+  assert.deepEqual(fig.layout.shapes.map((s) => s.y0), [0]);
+  assert.deepEqual(fig.layout.xaxis.range, [0, 0.5]);
+});
+
+test('a run without data draws nothing', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [1], { data: null })], chart: chart(), page: page(), theme });
+  assert.equal(fig.data.length, 0);
+  assert.equal(fig.points, 0);
+});
+
+test('withAlpha', () => {
+  assert.equal(withAlpha('#ff0080', 0.5), 'rgba(255,0,128,0.5)');
+  assert.equal(withAlpha('bad', 0.2), 'rgba(128,128,128,0.2)');
+});
