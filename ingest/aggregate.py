@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ingest import columns
 from ingest.gini import (
     GroupStat,
     gini_per_group,
@@ -33,7 +34,7 @@ from ingest.samples import (
     StepSamples,
 )
 
-__all__ = ["aggregate_step", "group_gini"]
+__all__ = ["aggregate_blobs", "aggregate_step", "group_gini"]
 
 Series = dict[SeriesKey, float]
 Bound = Callable[[EnvRanges], float | None]
@@ -296,3 +297,11 @@ def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges]) -> dict[SeriesK
         m_max = _per_code(s, ranges, _metric_bound(m, "max"), nan)
         _ranges_family(out, m, v, s, scopes, m_min, m_max)
     return out
+
+
+def aggregate_blobs(blobs: list[bytes], ranges: dict[str, EnvRanges]
+                    ) -> tuple[int, float | None, Series]:
+    """Decode, assemble and aggregate one step's stored batches: (samples, latest sample time,
+    series). Pure, so it also runs in a worker process (see ingest.materialize)."""
+    samples, latest = columns.assemble_step([columns.decode_batch(b) for b in blobs])
+    return samples.n, latest, aggregate_step(samples, ranges)

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db import connection, transaction
 
-from ingest import broadcast, columns
-from ingest.aggregate import aggregate_step
+from ingest import broadcast
+from ingest.aggregate import aggregate_blobs
 from ingest.compact import compact_run
 from ingest.models import Run, Series, StepState
-from ingest.samples import SeriesKey
+from ingest.samples import EnvRanges, SeriesKey
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, env_ranges, publish_series_pks
 
@@ -64,11 +66,27 @@ def compute_dirty(run_id: int) -> list[StepResult]:
         with connection.cursor() as cur:
             cur.execute("SELECT data FROM ingest_samplebatch WHERE run_id = %s AND step = %s",
                         [run_id, step])
-            batches = [columns.decode_batch(row[0]) for row in cur.fetchall()]
-        samples, latest = columns.assemble_step(batches)
+            blobs = [bytes(row[0]) for row in cur.fetchall()]
+        n, latest, values = _aggregate(blobs, ranges)
         t = latest if latest is not None else first_seen
-        results.append(StepResult(step, version, t, samples.n, aggregate_step(samples, ranges)))
+        results.append(StepResult(step, version, t, n, values))
     return results
+
+
+_POOL: ProcessPoolExecutor | None = None
+
+
+def _aggregate(blobs: list[bytes], ranges: dict[str, EnvRanges]
+               ) -> tuple[int, float | None, dict[SeriesKey, float]]:
+    """In a worker process when TELESCOPE_AGGREGATE_WORKERS > 0 (the server's default), so a
+    big step's numpy work never holds the GIL that the ingest thread needs for its acks."""
+    global _POOL
+    workers = getattr(settings, "TELESCOPE_AGGREGATE_WORKERS", 0)
+    if workers <= 0:
+        return aggregate_blobs(blobs, ranges)
+    if _POOL is None:
+        _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    return _POOL.submit(aggregate_blobs, blobs, ranges).result()
 
 
 def write_results(run_id: int, results: list[StepResult]) -> Outcome | None:

@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verbosity", type=int, default=1)
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "telescope_ui.settings")
+    os.environ.setdefault("TELESCOPE_AGGREGATE_WORKERS", "1")
 
     import django
 

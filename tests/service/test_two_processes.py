@@ -55,6 +55,8 @@ def samples(mid: str, run: str, step: int, cols: dict[str, np.ndarray],
 def step_values(server: LiveServer, run_name: str, step: int) -> dict[str, float]:
     run = next(r for r in get(server, "/api/runs")["runs"] if r["name"] == run_name)
     ids = [s["id"] for s in get(server, f"/api/runs/{run['id']}/catalog")["series"]]
+    if not ids:  # aggregates not materialized yet
+        return {}
     got = get(server, f"/api/runs/{run['id']}/series?ids=" + ",".join(quote(i, safe="")
                                                                      for i in ids))
     return {sid: s["value"][s["step"].index(step)] for sid, s in got["series"].items()
