@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,7 +87,11 @@ def _aggregate(blobs: list[bytes], ranges: dict[str, EnvRanges]
         return aggregate_blobs(blobs, ranges)
     if _POOL is None:
         _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    return _POOL.submit(aggregate_blobs, blobs, ranges).result()
+    try:
+        return _POOL.submit(aggregate_blobs, blobs, ranges).result()
+    except BrokenProcessPool:
+        _POOL = None  # the worker died (e.g. killed): start a new one next time
+        raise
 
 
 def write_results(run_id: int, results: list[StepResult]) -> Outcome | None:
