@@ -26,8 +26,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 ARTIFACTS = ROOT / "artifacts"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
+    """One Chromium for the browser tests. Package scope: Playwright's sync API runs an event
+    loop in this thread while it is open, which would break asyncio tests that come after."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("chromium is not installed (CI=true: browser tests must run)")
