@@ -146,3 +146,21 @@ def test_the_cache_follows_new_points_and_withdrawals(project: int) -> None:
     ingest(project, {**base, "id": "3", "step": 1, "reward": [-1.0, 1.0],
                      "sample_id": [3, 4]})
     assert get(url)["series"][sid]["step"] == [0]
+
+
+def test_a_colour_change_needs_the_csrf_token(project: int) -> None:
+    ingest(project, {"v": 1, "id": "a", "type": "step", "run": "r", "step": 0,
+                     "metrics": {"x": 1.0}})
+    run_id = get("/api/runs")["runs"][0]["id"]
+    client = Client(enforce_csrf_checks=True)
+    body = orjson.dumps({"color": "#ff8800"})
+    refused = client.patch(f"/api/runs/{run_id}", body, content_type="application/json")
+    assert refused.status_code == 403
+    client.get(f"/runs/{run_id}/metrics")  # the page sets the csrftoken cookie
+    token = client.cookies["csrftoken"].value
+    ok = client.patch(f"/api/runs/{run_id}", body, content_type="application/json",
+                      headers={"X-CSRFToken": token})
+    assert ok.status_code == 200 and orjson.loads(ok.content)["color"] == "#ff8800"
+    bad = client.patch(f"/api/runs/{run_id}", orjson.dumps({"color": "red"}),
+                       content_type="application/json", headers={"X-CSRFToken": token})
+    assert bad.status_code == 400 and orjson.loads(bad.content)["field"] == "color"
