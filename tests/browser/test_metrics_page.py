@@ -178,7 +178,9 @@ def test_ema_and_ignore_outliers_change_what_is_drawn(page, dashboard):
     page.fill("input[name=span]", "3")
     page.press("input[name=span]", "Enter")
     page.locator("input[name=span]").dispatch_event("change")
-    fig = wait_chart(page, key, "gd.data.some(t => t.meta.role === 'ema')")
+    # EMA is on by default (span 10): wait until the redraw with span 3 (α = 0.5) is in.
+    fig = wait_chart(page, key, "gd.data.some(t => t.meta.role === 'ema'"
+                                " && Math.abs(t.y[1] - 3.0) < 1e-9)")
     ema = next(t for t in fig["data"] if t["meta"]["role"] == "ema")
     raw = next(t for t in fig["data"] if t["meta"]["role"] == "raw")
     assert ema["y"] == pytest.approx(ema_expected(values, 3, [True] * len(values)))
