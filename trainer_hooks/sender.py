@@ -40,22 +40,20 @@ a checkpoint and a crash loses nothing logged before the checkpoint.
 retried). Close 4401 (bad token) stops sending for good, keeping the outbox for a later run with
 a valid token; 4413 splits the refused message in halves (or drops an unsplittable one) and
 lowers the batch size; 4429 halves the client's message rate and backs off.
+
+**Layout.** This module is the caller's side (`connect`, `Client`, `SenderOptions`); the
+sender thread is `sender_engine.SenderEngine`, which runs `sealing.Sealer` (queue → outbox,
+with `sample_columns` and `batching`) and `connection.Connection` (outbox → server);
+`sender_queue` holds what the two threads exchange, `spool` the outbox.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import collections
-import itertools
 import logging
-import math
-import operator
-import random
-import sqlite3
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,36 +62,24 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 import orjson
 
-from trainer_hooks import spool as spool_mod
 from trainer_hooks.envconfig import environment_declarations
-from trainer_hooks.protocol import MAX_METRICS_PER_MESSAGE, VERSION, ProtocolError, check_key
-from trainer_hooks.rewards import (
-    Batch,
-    RewardRecorder,
-    SampleBatcher,
-    SampleChunk,
-    SampleError,
-    identity_record,
-    make_chunk,
-    results_to_columns,
+from trainer_hooks.protocol import check_key
+from trainer_hooks.reward_recorder import RewardRecorder
+from trainer_hooks.sender_engine import SenderEngine
+from trainer_hooks.sender_queue import (
+    CONTROL,
+    FLUSH,
+    REWARDS,
+    SAMPLES,
+    STAT_NAMES,
+    STEP,
+    STOP,
+    SYNC,
+    Waiter,
 )
-from trainer_hooks.spool import Outgoing, Row
 
 log = logging.getLogger("trainer_hooks.sender")
-
-CLOSE_BAD_TOKEN, CLOSE_TOO_LARGE, CLOSE_RATE_LIMITED = 4401, 4413, 4429
-_STEP, _SAMPLES, _REWARDS, _CONTROL, _FLUSH, _SYNC, _STOP = range(7)
-_OPTIONAL = ("advantage", "prompt_tokens", "completion_tokens", "stop_reason",
-             "off_policy_steps", "discard_reason")
-_PUMP_BATCH = 2000  # entries handled per pump pass, so acks keep flowing under a flood
-STAT_NAMES = (
-    "logged_steps", "logged_samples", "sent", "bytes_sent", "acked", "duplicates", "rejected",
-    "connects", "reconnects", "splits", "replayed", "deduped_samples", "invalid_calls",
-    "invalid_values", "dropped_queue_full", "dropped_closed", "dropped_spool_full",
-    "dropped_too_large", "spool_errors", "internal_errors",
-)
-_LOSSES = ("invalid_calls", "dropped_queue_full", "dropped_closed", "dropped_spool_full",
-           "dropped_too_large", "rejected")
+_now = time.time
 
 
 @dataclass
@@ -157,22 +143,6 @@ def _copy(x: Any) -> Any:
     return x
 
 
-class _Waiter:
-    __slots__ = ("event", "ok", "target")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.ok = False
-        self.target = 0
-
-    def resolve(self, ok: bool) -> None:
-        self.ok = ok
-        self.event.set()
-
-    def wait(self, timeout: float | None) -> bool:
-        return self.event.wait(timeout) and self.ok
-
-
 class Client:
     """A connection to one run. `log_*` are safe to call from any thread."""
 
@@ -192,7 +162,7 @@ class Client:
         self._counts = dict.fromkeys(("dropped_queue_full", "dropped_closed", "invalid_calls"), 0)
         self._warned: set[str] = set()
         self._recorders: list[RewardRecorder] = []
-        self._engine = _Engine(self, token)
+        self._engine = SenderEngine(self, token)
         self._thread = threading.Thread(target=self._engine.run, daemon=True,
                                         name=f"telescope-sender[{run}]")
         self._thread.start()
@@ -206,7 +176,7 @@ class Client:
     def log_step(self, step: int, metrics: Any = None, *, time: float | None = None) -> None:
         """Queue one step's metrics ({key: number or None}). Never blocks, never raises."""
         try:
-            self._put((_STEP, step, dict(metrics), _now() if time is None else time))
+            self._put((STEP, step, dict(metrics), _now() if time is None else time))
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_step", exc)
 
@@ -226,7 +196,7 @@ class Client:
         snap = self._snap
         try:
             self._put((
-                _SAMPLES, step, snap(sample_id), snap(group_id), snap(reward), env,
+                SAMPLES, step, snap(sample_id), snap(group_id), snap(reward), env,
                 None if metrics is None else {k: snap(v) for k, v in metrics.items()},
                 (snap(advantage), snap(prompt_tokens), snap(completion_tokens),
                  snap(stop_reason), snap(off_policy_steps), snap(discard_reason)),
@@ -240,7 +210,7 @@ class Client:
         any optional columns; converted to columns on the sender thread."""
         try:
             snap = self._snap
-            self._put((_REWARDS, step, list(results), snap(sample_id), snap(group_id), env,
+            self._put((REWARDS, step, list(results), snap(sample_id), snap(group_id), env,
                        {k: snap(v) for k, v in columns.items()}, _now()))
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_rewards", exc)
@@ -249,7 +219,7 @@ class Client:
         """Replace the run's environment declarations (a YAML path, dicts or env classes)."""
         decls, problems = environment_declarations(environments)
         self._count("invalid_calls", len(problems))
-        self._put((_CONTROL, {"type": "ranges", "environments": decls}))
+        self._put((CONTROL, {"type": "ranges", "environments": decls}))
 
     def reward_recorder(self, env: str | None = None, **kwargs: Any) -> RewardRecorder:
         """A `RewardRecorder` feeding this client; `flush()` and `close()` flush it first."""
@@ -259,7 +229,7 @@ class Client:
 
     def end(self, status: str = "finished") -> None:
         """Queue `run.end` (only the run's owner should)."""
-        self._put((_CONTROL, {"type": "run.end", "status": status, "time": _now()}))
+        self._put((CONTROL, {"type": "run.end", "status": status, "time": _now()}))
 
     # ---------------------------------------------------------------- waiting
 
@@ -270,19 +240,19 @@ class Client:
             return self._close_result
         for rec in list(self._recorders):
             rec.flush()
-        return self._wait(_FLUSH, timeout)
+        return self._wait(FLUSH, timeout)
 
     def sync(self, timeout: float | None = 10.0) -> bool:
         """True once everything logged so far is in the outbox (on disk, unless `spool=False`)
         or acknowledged: what a checkpoint needs."""
         if self._close_result is not None:
             return self._close_result
-        return self._wait(_SYNC, timeout)
+        return self._wait(SYNC, timeout)
 
     def _wait(self, tag: int, timeout: float | None) -> bool:
         if not self._thread.is_alive():
             return False
-        waiter = _Waiter()
+        waiter = Waiter()
         self._queue.append((tag, waiter))  # never refused: not bounded by max_queue
         self._engine.kick()
         return waiter.wait(timeout)
@@ -297,7 +267,7 @@ class Client:
             self.end(status)
         ok = self.flush(timeout)
         self._closed = True
-        self._queue.append((_STOP,))
+        self._queue.append((STOP,))
         self._engine.kick()
         left = None if deadline is None else max(0.0, deadline - time.monotonic()) + 5.0
         self._thread.join(left)
@@ -324,8 +294,9 @@ class Client:
         for k, v in self._counts.items():
             out[k] += v
         e = self._engine
-        out.update(pending=e.spool.rows if e.spool else 0, in_flight=len(e.in_flight),
-                   spool_bytes=e.spool.bytes if e.spool else 0, connected=int(e.connected))
+        conn = e.connection
+        out.update(pending=e.spool.rows if e.spool else 0, in_flight=len(conn.in_flight),
+                   spool_bytes=e.spool.bytes if e.spool else 0, connected=int(conn.connected))
         return out
 
     @property
@@ -374,550 +345,7 @@ class Client:
             decls, problems = environment_declarations(environments)
             self._count("invalid_calls", len(problems))
             msg["environments"] = decls
-        self._put((_CONTROL, msg))
-
-
-_now = time.time
-
-
-class _Engine:
-    """The sender thread: pump (deque → outbox) and connection (outbox → server) tasks on one
-    event loop. Everything here runs on that thread, except `kick` and reading `counts`."""
-
-    def __init__(self, client: Client, token: str) -> None:
-        self.c = client
-        self.o = o = client.options
-        self.token = token
-        self.started = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.counts = dict.fromkeys(STAT_NAMES, 0)
-        self.prefix = uuid.uuid4().hex[:12]
-        self.counter = itertools.count()
-        self.batcher = SampleBatcher(o.max_batch_samples, o.max_batch_bytes)
-        self.spool: spool_mod.Spool | None = None
-        self.fatal: str | None = None
-        self.connected = False
-        self.in_flight: collections.OrderedDict[str, Row] = collections.OrderedDict()
-        self.in_flight_bytes = 0
-        self.cursor = 0
-        self.flush_waiters: list[_Waiter] = []
-        self.done_ids: list[str] = []
-        self.commit_scheduled = False
-        self.valid_keys: set[str] = set()
-        self.prev_keys: dict[int, set[tuple[str, str, str]]] = {}
-        self.max_step = -1
-        self.appends = 0
-        self.losses_seen = 0
-        self.max_message_bytes = o.max_message_bytes
-        self.rate = float(o.max_messages_per_second)
-        self.tokens, self.token_stamp = min(self.rate, 500.0), time.monotonic()
-        self.session_acks = 0
-        self.warned: set[Any] = set()
-
-    # ---------------------------------------------------------------- lifecycle
-
-    def run(self) -> None:
-        try:
-            with asyncio.Runner() as runner:
-                runner.run(self.main())
-        except Exception:  # noqa: BLE001 - the thread must end quietly, the caller keeps going
-            log.exception("telescope: the sender thread failed; nothing more will be sent")
-        finally:
-            self.started.set()
-            self.resolve_all(False)
-
-    async def main(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.kick_event = asyncio.Event()
-        self.send_event = asyncio.Event()
-        self.open_spool()
-        self.started.set()
-        conn = asyncio.create_task(self.connection_loop())
-        try:
-            await self.pump_loop()
-        finally:
-            conn.cancel()
-            await asyncio.gather(conn, return_exceptions=True)
-            self.resolve_all(False)
-            if self.spool is not None:
-                self.spool.close()
-
-    def kick(self) -> None:
-        """Wake the pump now (any thread)."""
-        loop = self.loop
-        if loop is not None:
-            try:
-                loop.call_soon_threadsafe(self.kick_event.set)
-            except RuntimeError:  # the loop is closed
-                pass
-
-    def open_spool(self) -> None:
-        o = self.o
-        try:
-            if o.spool:
-                base = Path(o.spool_dir) if o.spool_dir else spool_mod.default_dir()
-                self.spool = spool_mod.open_slot(base, self.c.run, name=o.spool_name,
-                                                 fsync=o.fsync)
-            else:
-                self.spool = spool_mod.Spool(None)
-        except (OSError, sqlite3.Error) as exc:
-            log.warning("telescope: cannot open the outbox (%s); keeping messages in memory "
-                        "only", exc)
-            self.counts["spool_errors"] += 1
-            self.spool = spool_mod.Spool(None)
-        self.counts["replayed"] = self.spool.rows
-        if self.spool.rows:
-            log.info("telescope: replaying %d unacknowledged messages from %s",
-                     self.spool.rows, self.spool.path)
-
-    def warn_once(self, key: Any, msg: str, *args: Any, level: int = logging.WARNING) -> None:
-        if key not in self.warned:
-            self.warned.add(key)
-            log.log(level, msg, *args)
-
-    # ---------------------------------------------------------------- pump: deque → outbox
-
-    async def pump_loop(self) -> None:
-        while True:
-            try:
-                await asyncio.wait_for(self.kick_event.wait(), self.o.poll_interval)
-            except TimeoutError:
-                pass
-            self.kick_event.clear()
-            if self.pump_once():
-                return
-
-    def pump_once(self) -> bool:
-        """Seal what the caller queued into the outbox; True when asked to stop."""
-        out: list[Outgoing] = []
-        syncs: list[_Waiter] = []
-        flushes: list[_Waiter] = []
-        stop = False
-        queue = self.c._queue
-        for _ in range(_PUMP_BATCH):
-            if not queue:
-                break
-            entry = queue.popleft()
-            tag = entry[0]
-            try:
-                if tag == _STEP:
-                    self.seal_step(entry, out)
-                elif tag in (_SAMPLES, _REWARDS):
-                    self.add_samples(entry, out)
-                elif tag == _CONTROL:
-                    self.seal_pending(out)
-                    self.seal_message(entry[1], out)
-                else:
-                    self.seal_pending(out)
-                    if tag == _FLUSH:
-                        flushes.append(entry[1])
-                    elif tag == _SYNC:
-                        syncs.append(entry[1])
-                    elif tag == _STOP:
-                        stop = True
-            except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the sender
-                self.counts["internal_errors"] += 1
-                self.warn_once(("internal", type(exc)), "telescope: sender error: %r", exc)
-        if queue:
-            self.kick_event.set()
-        # sealed at most flush_interval after the first sample, whatever the poll phase
-        if self.batcher.due(time.monotonic(), self.o.flush_interval - self.o.poll_interval):
-            self.seal_pending(out)
-        ok = self.write(out)
-        for w in syncs:
-            w.resolve(ok)
-        for w in flushes:
-            w.target = self.spool.last_seq if self.spool else 0
-            self.flush_waiters.append(w)
-        self.check_waiters()
-        return stop
-
-    def seal_step(self, entry: tuple[Any, ...], out: list[Outgoing]) -> None:
-        _, step, metrics, t = entry
-        try:
-            step = _step_number(step)
-        except (TypeError, ValueError) as exc:
-            self.invalid("step", f"log_step: {exc}")
-            return
-        clean: dict[str, Any] = {}
-        for key, value in metrics.items():
-            if key not in self.valid_keys:
-                try:
-                    check_key(key, "metrics")
-                except ProtocolError as exc:
-                    self.counts["invalid_values"] += 1
-                    self.warn_once(("key", exc.code), "telescope: step metric left out: %s",
-                                   exc.message)
-                    continue
-                if len(self.valid_keys) < 100_000:
-                    self.valid_keys.add(key)
-            if value is None or type(value) is float or type(value) is int:
-                clean[key] = value
-                continue
-            try:
-                clean[key] = float(value)  # numpy / torch scalars, bools
-            except (TypeError, ValueError):
-                self.counts["invalid_values"] += 1
-                self.warn_once(("value", key), "telescope: step metric %r is not a number "
-                               "(%s); left out", key, type(value).__name__)
-        if metrics and not clean:
-            self.invalid("step", "log_step: no usable metric")
-            return
-        t = t if type(t) in (int, float) and math.isfinite(t) else _now()
-        items = list(clean.items())
-        for i in range(0, max(len(items), 1), MAX_METRICS_PER_MESSAGE):
-            part = dict(items[i:i + MAX_METRICS_PER_MESSAGE])
-            self.seal_message({"type": "step", "step": step, "metrics": part, "time": t}, out)
-        self.counts["logged_steps"] += 1
-
-    def add_samples(self, entry: tuple[Any, ...], out: list[Outgoing]) -> None:
-        problems: list[str] = []
-        try:
-            if entry[0] == _SAMPLES:
-                _, step, sid, gid, reward, env, metrics, optional, t = entry
-                columns = dict(zip(_OPTIONAL, optional, strict=True))
-            else:
-                _, step, results, sid, gid, env, columns, t = entry
-                reward, metrics = results_to_columns(results)
-            chunk = make_chunk(step, sid, gid, reward, env, metrics, columns, t, problems)
-        except Exception as exc:  # noqa: BLE001 - any failure converting caller data
-            key = str(exc).split(":")[0] if isinstance(exc, SampleError) else type(exc).__name__
-            self.invalid(key, f"log_samples: {type(exc).__name__}: {exc}")
-            return
-        finally:
-            for p in problems:
-                self.counts["invalid_values"] += 1
-                self.warn_once(("column", p.split(":")[0]), "telescope: log_samples: %s", p)
-        if self.dedupe:
-            kept = self.drop_replayed(chunk)
-            if kept is None:
-                return
-            chunk = kept
-        top = chunk.step if isinstance(chunk.step, int) else int(chunk.step.max())
-        self.max_step = max(self.max_step, top)
-        for batch in self.batcher.add(chunk, time.monotonic()):
-            self.seal_batch(batch, out)
-
-    @property
-    def dedupe(self) -> bool:
-        return self.o.dedupe_steps > 0 and self.spool is not None and self.spool.path is not None
-
-    def drop_replayed(self, chunk: SampleChunk) -> SampleChunk | None:
-        """Leave out samples an earlier incarnation of this outbox already sealed."""
-        prev = self.spool.prev_max_step if self.spool else None
-        low = chunk.step if isinstance(chunk.step, int) else int(chunk.step.min())
-        if prev is None or low > prev:
-            return chunk
-        keep = np.fromiter((step > prev or key not in self.previous_keys(step)
-                            for step, key in chunk.identities()), dtype=bool, count=chunk.n)
-        dropped = chunk.n - int(keep.sum())
-        if dropped:
-            self.counts["deduped_samples"] += dropped
-            self.warn_once("dedupe", "telescope: left out samples that a previous run of this "
-                           "process already logged (resumed from a checkpoint)",
-                           level=logging.INFO)
-        if dropped == chunk.n:
-            return None
-        return chunk if not dropped else chunk.take(keep)
-
-    def previous_keys(self, step: int) -> set[tuple[str, str, str]]:
-        if step not in self.prev_keys:
-            assert self.spool is not None and self.spool.prev_max_step is not None
-            if len(self.prev_keys) > 4096:
-                self.prev_keys.clear()
-            hi = min(step + 255, self.spool.prev_max_step)
-            loaded = self.spool.previous_keys(step, hi)
-            for s in range(step, hi + 1):
-                self.prev_keys[s] = loaded.get(s, set())
-        return self.prev_keys[step]
-
-    def seal_pending(self, out: list[Outgoing]) -> None:
-        if self.batcher.chunks:
-            self.seal_batch(self.batcher.seal(), out)
-
-    def seal_batch(self, batch: Batch, out: list[Outgoing]) -> None:
-        ident = identity_record(batch.fields) if self.dedupe else None
-        self.seal_message({"type": "samples", **batch.fields}, out, batch.n, ident)
-        self.counts["logged_samples"] += batch.n
-
-    def seal_message(self, fields_: dict[str, Any], out: list[Outgoing], n: int = 0,
-                     ident: tuple[int, int, bytes] | None = None) -> None:
-        mid = f"{self.prefix}-{next(self.counter)}"
-        msg = {"v": VERSION, "id": mid, "run": self.c.run, **fields_}
-        body = spool_mod.encode(msg, self.o.encoding)
-        out.append(Outgoing(mid, msg["type"], n, self.o.encoding, body, ident))
-
-    def invalid(self, key: str, message: str) -> None:
-        self.counts["invalid_calls"] += 1
-        self.warn_once(("invalid", key), "telescope: %s (dropped; counted in stats, logged "
-                       "once)", message)
-
-    def write(self, out: list[Outgoing]) -> bool:
-        """Append sealed messages to the outbox; False when they had to be dropped."""
-        if not out:
-            return True
-        assert self.spool is not None
-        if self.spool.bytes > self.o.max_spool_bytes:
-            self.counts["dropped_spool_full"] += len(out)
-            self.warn_once("spool_full", "telescope: the outbox holds more than %d bytes "
-                           "(max_spool_bytes); dropping new messages", self.o.max_spool_bytes)
-            return False
-        try:
-            self.spool.append(out)
-        except (sqlite3.Error, OSError) as exc:
-            self.to_memory(out, exc)
-        self.appends += 1
-        if self.appends % 200 == 0 and self.o.dedupe_steps > 0:
-            self.prune()
-        self.send_event.set()
-        return True
-
-    def to_memory(self, out: list[Outgoing], exc: Exception) -> None:
-        """The outbox file failed (disk full?): carry on with an in-memory outbox."""
-        self.counts["spool_errors"] += 1
-        log.error("telescope: writing the outbox failed (%s); continuing in memory only", exc)
-        old, self.spool = self.spool, spool_mod.Spool(None)
-        try:
-            rows = old.pending(0, 1 << 62) if old else []
-            if old:
-                old.close()
-        except sqlite3.Error:
-            rows = []
-        self.spool.append([Outgoing(r.msg_id, r.kind, r.n, r.fmt, r.body) for r in rows] + out)
-        self.in_flight.clear()
-        self.in_flight_bytes = self.cursor = 0
-        for w in self.flush_waiters:
-            w.target = self.spool.last_seq
-
-    def prune(self) -> None:
-        try:
-            assert self.spool is not None
-            self.spool.prune_keys(self.max_step - self.o.dedupe_steps)
-        except sqlite3.Error as exc:
-            self.warn_once("prune", "telescope: outbox pruning failed: %s", exc)
-
-    # ---------------------------------------------------------------- waiters
-
-    def losses(self) -> int:
-        c = self.c._counts
-        return sum(self.counts[k] + c.get(k, 0) for k in _LOSSES)
-
-    def check_waiters(self) -> None:
-        if not self.flush_waiters or self.spool is None:
-            return
-        if self.fatal is not None:
-            self.resolve_all(False)
-            return
-        low = self.spool.min_seq()
-        done = [w for w in self.flush_waiters if low is None or low > w.target]
-        if done:
-            lost = self.losses()
-            ok, self.losses_seen = lost == self.losses_seen, lost
-            self.flush_waiters = [w for w in self.flush_waiters if w not in done]
-            for w in done:
-                w.resolve(ok)
-
-    def resolve_all(self, ok: bool) -> None:
-        waiters, self.flush_waiters = self.flush_waiters, []
-        for w in waiters:
-            w.resolve(ok)
-
-    # ---------------------------------------------------------------- connection: outbox → server
-
-    async def connection_loop(self) -> None:
-        from websockets.asyncio.client import connect as ws_connect
-        from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
-
-        attempt = 0
-        headers = {"Authorization": f"Bearer {self.token}"}
-        while self.fatal is None:
-            started, self.session_acks = time.monotonic(), 0
-            try:
-                async with ws_connect(self.c.url, additional_headers=headers,
-                                      open_timeout=self.o.open_timeout, close_timeout=1.0,
-                                      compression=self.o.compression, proxy=self.o.proxy,
-                                      user_agent_header="telescope-trainer-hooks") as ws:
-                    self.connected = True
-                    self.counts["connects"] += 1
-                    await self.session(ws)
-            except ConnectionClosed as exc:
-                self.on_closed(exc.rcvd.code if exc.rcvd else None, exc)
-            except InvalidStatus as exc:
-                status = exc.response.status_code
-                if status in (401, 403):
-                    self.set_fatal(f"the server refused the ingest token (HTTP {status})")
-                else:
-                    self.note_failure(f"HTTP {status} from {self.c.url}")
-            except InvalidURI as exc:
-                self.set_fatal(f"bad URL: {exc}")
-            except Exception as exc:  # noqa: BLE001 - OSError, timeouts, handshake: retry
-                self.note_failure(f"{type(exc).__name__}: {exc}")
-            finally:
-                self.connected = False
-                self.in_flight.clear()
-                self.in_flight_bytes = self.cursor = 0
-            if self.fatal is not None:
-                return
-            if self.session_acks or time.monotonic() - started > 10:
-                attempt = 0
-            delay = min(self.o.backoff_max, self.o.backoff_initial * 2 ** attempt)
-            attempt = min(attempt + 1, 30)
-            self.counts["reconnects"] += 1
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-
-    async def session(self, ws: Any) -> None:
-        tasks = [asyncio.create_task(self.sender(ws)), asyncio.create_task(self.receiver(ws))]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        for t in done:
-            t.result()
-
-    async def sender(self, ws: Any) -> None:
-        while True:
-            self.send_event.clear()
-            rows = self.next_rows()
-            if not rows:
-                await self.send_event.wait()
-                continue
-            for row in rows:
-                if len(row.body) > self.max_message_bytes:
-                    self.split(row, f"larger than max_message_bytes={self.max_message_bytes}")
-                    break  # the halves go to the end of the outbox; fetch again
-                await self.take_token()
-                self.in_flight[row.msg_id] = row
-                self.in_flight_bytes += len(row.body)
-                self.cursor = row.seq
-                await ws.send(row.body if row.fmt == "msgpack" else row.body.decode())
-                self.counts["sent"] += 1
-                self.counts["bytes_sent"] += len(row.body)
-
-    def next_rows(self) -> list[Row]:
-        room = self.o.max_in_flight - len(self.in_flight)
-        budget = self.o.max_in_flight_bytes - self.in_flight_bytes
-        if room <= 0 or self.spool is None or (self.in_flight and budget <= 0):
-            return []
-        rows = self.spool.pending(self.cursor, room, max(budget, 1))
-        if self.in_flight and rows and len(rows[0].body) > budget:
-            return []  # wait for acks: only an empty window takes an oversized message
-        return rows
-
-    async def take_token(self) -> None:
-        """Client-side rate limit, below the server's (close 4429)."""
-        now = time.monotonic()
-        burst = max(1.0, min(self.rate, 500.0))
-        self.tokens = min(burst, self.tokens + (now - self.token_stamp) * self.rate)
-        self.token_stamp = now
-        if self.tokens < 1:
-            await asyncio.sleep((1 - self.tokens) / self.rate)
-            self.tokens, self.token_stamp = 1.0, time.monotonic()
-        self.tokens -= 1
-
-    async def receiver(self, ws: Any) -> None:
-        while True:
-            data = await ws.recv()
-            try:
-                reply = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(reply, dict):
-                self.on_reply(reply)
-
-    def on_reply(self, reply: dict[str, Any]) -> None:
-        mid, kind = reply.get("id"), reply.get("type")
-        row = self.in_flight.pop(mid, None) if isinstance(mid, str) else None
-        if row is None and kind == "error" and mid is None and self.in_flight:
-            row = self.in_flight.pop(next(iter(self.in_flight)))  # in order: the oldest
-        if row is None:
-            return
-        self.in_flight_bytes -= len(row.body)
-        self.done_ids.append(row.msg_id)
-        if kind == "ack":
-            self.session_acks += 1
-            self.counts["acked"] += 1
-            self.counts["duplicates"] += bool(reply.get("duplicate"))
-        else:
-            self.counts["rejected"] += 1
-            code, field = reply.get("code"), reply.get("field")
-            self.warn_once(("error", code, field), "telescope: the server rejected a %s "
-                           "message (%s, field %s): %s; dropped (logged once per code and "
-                           "field)", row.kind, code, field, reply.get("message"))
-        if not self.commit_scheduled:
-            self.commit_scheduled = True
-            assert self.loop is not None
-            self.loop.call_soon(self.commit_done)
-
-    def commit_done(self) -> None:
-        """Forget acknowledged / rejected messages (one outbox transaction per loop pass)."""
-        self.commit_scheduled = False
-        ids, self.done_ids = self.done_ids, []
-        try:
-            assert self.spool is not None
-            self.spool.delete(ids)
-        except sqlite3.Error as exc:
-            self.counts["spool_errors"] += 1
-            self.warn_once("delete", "telescope: outbox delete failed: %s", exc)
-        self.check_waiters()
-        self.send_event.set()
-
-    def on_closed(self, code: int | None, exc: Exception) -> None:
-        if code == CLOSE_BAD_TOKEN:
-            self.set_fatal("the server refused the ingest token (close 4401)")
-        elif code == CLOSE_TOO_LARGE:
-            row = next(iter(self.in_flight.values()), None)
-            if row is not None:
-                self.max_message_bytes = min(self.max_message_bytes, len(row.body) - 1)
-                self.batcher.max_bytes = max(1024, min(self.batcher.max_bytes,
-                                                       self.max_message_bytes // 2))
-                self.split(row, "refused by the server as too large (close 4413)")
-        elif code == CLOSE_RATE_LIMITED:
-            self.rate = max(1.0, self.rate / 2)
-            self.warn_once("4429", "telescope: the server rate-limited this client (close "
-                           "4429); sending at most %.0f messages/s", self.rate)
-        else:
-            self.note_failure(f"connection closed ({code}): {exc}")
-
-    def split(self, row: Row, why: str) -> None:
-        assert self.spool is not None
-        parts = spool_mod.split(spool_mod.decode(row.body, row.fmt))
-        if parts is None:
-            self.spool.delete([row.msg_id])
-            self.counts["dropped_too_large"] += 1
-            log.warning("telescope: a %s message (%d bytes) was %s and cannot be split; "
-                        "dropped", row.kind, len(row.body), why)
-        else:
-            self.spool.replace(row.msg_id, [
-                Outgoing(p["id"], row.kind, len(p.get("reward", ())), row.fmt,
-                         spool_mod.encode(p, row.fmt)) for p in parts])
-            self.counts["splits"] += 1
-            self.warn_once(("split", why), "telescope: a %s message was %s; split in halves",
-                           row.kind, why)
-        for w in self.flush_waiters:  # the halves went to the end: wait for them too
-            w.target = max(w.target, self.spool.last_seq)
-        self.check_waiters()
-
-    def set_fatal(self, reason: str) -> None:
-        self.fatal = reason
-        log.error("telescope: %s; nothing more will be sent to %s. Messages stay in the "
-                  "outbox %s and are replayed by a later client with a valid token.",
-                  reason, self.c.url, self.spool.path if self.spool else None)
-        self.resolve_all(False)
-
-    def note_failure(self, what: str) -> None:
-        self.warn_once(("conn", what.split(":")[0]), "telescope: cannot reach %s (%s); "
-                       "retrying with backoff, messages wait in the outbox", self.c.url, what)
-
-
-def _step_number(step: Any) -> int:
-    if isinstance(step, (bool, float, str)):
-        raise TypeError(f"step {step!r} is not an integer")
-    value = operator.index(step)
-    if value < 0 or value >= 2**63:
-        raise ValueError(f"step {value} is out of range")
-    return value
+        self._put((CONTROL, msg))
 
 
 __all__ = ["Client", "SenderOptions", "connect", "ingest_url", "STAT_NAMES"]

@@ -13,19 +13,17 @@ import numpy as np
 import pytest
 
 from trainer_hooks import protocol as p
+from trainer_hooks.batching import SampleBatcher, build_fields
 from trainer_hooks.envconfig import environment_declarations
 from trainer_hooks.rewards import (
     RewardRecorder,
     RewardResult,
-    SampleBatcher,
-    SampleError,
     as_reward_result,
-    build_fields,
-    make_chunk,
     merge_tool_metrics,
     results_to_columns,
     tool_metrics,
 )
+from trainer_hooks.sample_columns import SampleError, make_chunk
 
 
 class FakeClient:

@@ -15,7 +15,7 @@ import pytest
 
 from trainer_hooks import protocol as p
 from trainer_hooks import spool as sp
-from trainer_hooks.rewards import identity_record
+from trainer_hooks.batching import identity_record
 from trainer_hooks.spool import Outgoing, Spool, open_slot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,254 @@
+"""The connection: outbox → server, on the sender thread (`SenderEngine`).
+
+One WebSocket session at a time: a sender task pipelines outbox messages in order (at most
+`max_in_flight` / `max_in_flight_bytes` unacknowledged, under a client-side rate limit) and a
+receiver task matches acks and error replies by id; acknowledged and rejected messages are
+deleted from the outbox once per loop pass. When the session ends everything unacknowledged is
+sent again, with its original id, after a capped exponential backoff with jitter. Close codes:
+4401 stops sending for good (the outbox is kept), 4413 splits the refused message in halves
+and lowers the size limits, 4429 halves the message rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import random
+import sqlite3
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from trainer_hooks import spool as spool_mod
+from trainer_hooks.spool import Outgoing, Row
+
+if TYPE_CHECKING:
+    from trainer_hooks.sender_engine import SenderEngine
+
+log = logging.getLogger("trainer_hooks.sender")
+
+CLOSE_BAD_TOKEN, CLOSE_TOO_LARGE, CLOSE_RATE_LIMITED = 4401, 4413, 4429
+
+
+class Connection:
+    """Sends the outbox to the server and applies its replies; owned by a `SenderEngine`."""
+
+    def __init__(self, engine: SenderEngine) -> None:
+        self.e = engine
+        self.o = o = engine.o
+        self.connected = False
+        self.in_flight: collections.OrderedDict[str, Row] = collections.OrderedDict()
+        self.in_flight_bytes = 0
+        self.cursor = 0  # the outbox seq of the last message sent in this session
+        self.done_ids: list[str] = []
+        self.commit_scheduled = False
+        self.max_message_bytes = o.max_message_bytes
+        self.rate = float(o.max_messages_per_second)
+        self.tokens, self.token_stamp = min(self.rate, 500.0), time.monotonic()
+        self.session_acks = 0
+
+    def forget_in_flight(self) -> None:
+        """Everything sent but unacknowledged will be sent again from the outbox start."""
+        self.in_flight.clear()
+        self.in_flight_bytes = self.cursor = 0
+
+    # ---------------------------------------------------------------- sessions
+
+    async def run(self) -> None:
+        """Connect and stream until a fatal refusal, reconnecting with capped exponential
+        backoff (reset after a session that got acks or lasted more than 10 s)."""
+        attempt = 0
+        while self.e.fatal is None:
+            started, self.session_acks = time.monotonic(), 0
+            await self.connect_once()
+            if self.e.fatal is not None:
+                return
+            if self.session_acks or time.monotonic() - started > 10:
+                attempt = 0
+            delay = min(self.o.backoff_max, self.o.backoff_initial * 2 ** attempt)
+            attempt = min(attempt + 1, 30)
+            self.e.counts["reconnects"] += 1
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+
+    async def connect_once(self) -> None:
+        """One connection attempt and, when it opens, one session until it ends."""
+        from websockets.asyncio.client import connect as ws_connect
+        from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
+
+        e = self.e
+        headers = {"Authorization": f"Bearer {e.token}"}
+        try:
+            async with ws_connect(e.c.url, additional_headers=headers,
+                                  open_timeout=self.o.open_timeout, close_timeout=1.0,
+                                  compression=self.o.compression, proxy=self.o.proxy,
+                                  user_agent_header="telescope-trainer-hooks") as ws:
+                self.connected = True
+                e.counts["connects"] += 1
+                await self.session(ws)
+        except ConnectionClosed as exc:
+            self.on_closed(exc.rcvd.code if exc.rcvd else None, exc)
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            if status in (401, 403):
+                e.set_fatal(f"the server refused the ingest token (HTTP {status})")
+            else:
+                self.note_failure(f"HTTP {status} from {e.c.url}")
+        except InvalidURI as exc:
+            e.set_fatal(f"bad URL: {exc}")
+        except Exception as exc:  # noqa: BLE001 - OSError, timeouts, handshake: retry
+            self.note_failure(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.connected = False
+            self.forget_in_flight()
+
+    async def session(self, ws: Any) -> None:
+        tasks = [asyncio.create_task(self.sender(ws)), asyncio.create_task(self.receiver(ws))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for t in done:
+            t.result()
+
+    # ---------------------------------------------------------------- sending
+
+    async def sender(self, ws: Any) -> None:
+        while True:
+            self.e.send_event.clear()
+            rows = self.next_rows()
+            if not rows:
+                await self.e.send_event.wait()
+                continue
+            for row in rows:
+                if len(row.body) > self.max_message_bytes:
+                    self.split(row, f"larger than max_message_bytes={self.max_message_bytes}")
+                    break  # the halves go to the end of the outbox; fetch again
+                await self.take_token()
+                self.in_flight[row.msg_id] = row
+                self.in_flight_bytes += len(row.body)
+                self.cursor = row.seq
+                await ws.send(row.body if row.fmt == "msgpack" else row.body.decode())
+                self.e.counts["sent"] += 1
+                self.e.counts["bytes_sent"] += len(row.body)
+
+    def next_rows(self) -> list[Row]:
+        room = self.o.max_in_flight - len(self.in_flight)
+        budget = self.o.max_in_flight_bytes - self.in_flight_bytes
+        spool = self.e.spool
+        if room <= 0 or spool is None or (self.in_flight and budget <= 0):
+            return []
+        rows = spool.pending(self.cursor, room, max(budget, 1))
+        if self.in_flight and rows and len(rows[0].body) > budget:
+            return []  # wait for acks: only an empty window takes an oversized message
+        return rows
+
+    async def take_token(self) -> None:
+        """Client-side rate limit, below the server's (close 4429)."""
+        now = time.monotonic()
+        burst = max(1.0, min(self.rate, 500.0))
+        self.tokens = min(burst, self.tokens + (now - self.token_stamp) * self.rate)
+        self.token_stamp = now
+        if self.tokens < 1:
+            await asyncio.sleep((1 - self.tokens) / self.rate)
+            self.tokens, self.token_stamp = 1.0, time.monotonic()
+        self.tokens -= 1
+
+    # ---------------------------------------------------------------- receiving
+
+    async def receiver(self, ws: Any) -> None:
+        while True:
+            data = await ws.recv()
+            try:
+                reply = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(reply, dict):
+                self.on_reply(reply)
+
+    def on_reply(self, reply: dict[str, Any]) -> None:
+        e = self.e
+        mid, kind = reply.get("id"), reply.get("type")
+        row = self.in_flight.pop(mid, None) if isinstance(mid, str) else None
+        if row is None and kind == "error" and mid is None and self.in_flight:
+            row = self.in_flight.pop(next(iter(self.in_flight)))  # in order: the oldest
+        if row is None:
+            return
+        self.in_flight_bytes -= len(row.body)
+        self.done_ids.append(row.msg_id)
+        if kind == "ack":
+            self.session_acks += 1
+            e.counts["acked"] += 1
+            e.counts["duplicates"] += bool(reply.get("duplicate"))
+        else:
+            e.counts["rejected"] += 1
+            code, field = reply.get("code"), reply.get("field")
+            e.warn_once(("error", code, field), "telescope: the server rejected a %s "
+                        "message (%s, field %s): %s; dropped (logged once per code and "
+                        "field)", row.kind, code, field, reply.get("message"))
+        if not self.commit_scheduled:
+            self.commit_scheduled = True
+            assert e.loop is not None
+            e.loop.call_soon(self.commit_done)
+
+    def commit_done(self) -> None:
+        """Forget acknowledged / rejected messages (one outbox transaction per loop pass)."""
+        e = self.e
+        self.commit_scheduled = False
+        ids, self.done_ids = self.done_ids, []
+        try:
+            assert e.spool is not None
+            e.spool.delete(ids)
+        except sqlite3.Error as exc:
+            e.counts["spool_errors"] += 1
+            e.warn_once("delete", "telescope: outbox delete failed: %s", exc)
+        e.check_waiters()
+        e.send_event.set()
+
+    # ---------------------------------------------------------------- refusals
+
+    def on_closed(self, code: int | None, exc: Exception) -> None:
+        if code == CLOSE_BAD_TOKEN:
+            self.e.set_fatal("the server refused the ingest token (close 4401)")
+        elif code == CLOSE_TOO_LARGE:
+            row = next(iter(self.in_flight.values()), None)
+            if row is not None:
+                batcher = self.e.batcher
+                self.max_message_bytes = min(self.max_message_bytes, len(row.body) - 1)
+                batcher.max_bytes = max(1024, min(batcher.max_bytes,
+                                                  self.max_message_bytes // 2))
+                self.split(row, "refused by the server as too large (close 4413)")
+        elif code == CLOSE_RATE_LIMITED:
+            self.rate = max(1.0, self.rate / 2)
+            self.e.warn_once("4429", "telescope: the server rate-limited this client (close "
+                             "4429); sending at most %.0f messages/s", self.rate)
+        else:
+            self.note_failure(f"connection closed ({code}): {exc}")
+
+    def split(self, row: Row, why: str) -> None:
+        e = self.e
+        assert e.spool is not None
+        parts = spool_mod.split(spool_mod.decode(row.body, row.fmt))
+        if parts is None:
+            e.spool.delete([row.msg_id])
+            e.counts["dropped_too_large"] += 1
+            log.warning("telescope: a %s message (%d bytes) was %s and cannot be split; "
+                        "dropped", row.kind, len(row.body), why)
+        else:
+            e.spool.replace(row.msg_id, [
+                Outgoing(p["id"], row.kind, len(p.get("reward", ())), row.fmt,
+                         spool_mod.encode(p, row.fmt)) for p in parts])
+            e.counts["splits"] += 1
+            e.warn_once(("split", why), "telescope: a %s message was %s; split in halves",
+                        row.kind, why)
+        for w in e.flush_waiters:  # the halves went to the end: wait for them too
+            w.target = max(w.target, e.spool.last_seq)
+        e.check_waiters()
+
+    def note_failure(self, what: str) -> None:
+        self.e.warn_once(("conn", what.split(":")[0]), "telescope: cannot reach %s (%s); "
+                         "retrying with backoff, messages wait in the outbox", self.e.c.url,
+                         what)
