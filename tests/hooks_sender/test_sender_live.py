@@ -23,7 +23,7 @@ import pytest
 
 from ingest.series_ids import series_id
 from tests.hooks_sender import trainer_proc
-from tests.support.live_server import LiveServer, ServerState
+from tests.support.live_server import LiveServer, ServerState, free_port
 from trainer_hooks import connect
 from trainer_hooks.rewards import RewardResult, tool_metrics
 from trainer_hooks.spool import Outgoing, encode, open_slot
@@ -119,9 +119,10 @@ def test_every_step_and_sample_is_stored_exactly_once_across_kills(
                 "--delay", "0.003"]
         procs: list[subprocess.Popen[bytes]] = []
 
-        def trainer(out: Path, *extra: str) -> subprocess.Popen[bytes]:
+        def trainer(out: Path, *extra: str, url: str | None = None) -> subprocess.Popen[bytes]:
+            cmd = [*argv[:2], url or argv[2], *argv[3:], *extra]
             with open(out, "wb") as f, open(out.with_suffix(".err"), "wb") as err:
-                procs.append(subprocess.Popen([*argv, *extra], stdout=f, stderr=err))
+                procs.append(subprocess.Popen(cmd, stdout=f, stderr=err))
             return procs[-1]
 
         def sigkill(proc: subprocess.Popen[bytes]) -> None:
@@ -133,7 +134,10 @@ def test_every_step_and_sample_is_stored_exactly_once_across_kills(
             # 1. the first trainer logs through PAUSE_AT (checkpointed every EVERY steps) and is
             #    killed with most of its outbox still unsent
             t1_out = tmp_path / "t1.out"
-            t1 = trainer(t1_out, "--pause-at", str(PAUSE_AT))
+            # It talks to a port where nothing listens, so its outbox is certainly unsent when
+            # it dies, however fast the server would have acknowledged it.
+            t1 = trainer(t1_out, "--pause-at", str(PAUSE_AT),
+                         url=f"ws://127.0.0.1:{free_port()}")
             wait_for_line(t1_out, "paused", t1, 120)
 
             # 2. a separate reward worker streams samples of another environment, same run
