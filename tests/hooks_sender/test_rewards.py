@@ -3,7 +3,6 @@ and the columnar sample batches the sender builds from log calls."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +110,7 @@ def test_a_wrapped_compute_reward_records_every_result_with_its_identity() -> No
     assert rec.stats["annotate_missed"] == 1 and rec.pending == 0
 
 
-def test_an_async_compute_reward_with_a_context_and_tool_metrics() -> None:
+async def test_an_async_compute_reward_with_a_context_and_tool_metrics() -> None:
     client = FakeClient()
     rec = RewardRecorder(client)  # type: ignore[arg-type]
 
@@ -124,7 +123,7 @@ def test_an_async_compute_reward_with_a_context_and_tool_metrics() -> None:
         return RewardResult(1.0, {"correct": 1.0})
 
     state = {"id": 5, "group": 0, "tools": tool_metrics({"add": 2}, errors=0)}
-    assert asyncio.run(compute_reward("x", state)) == RewardResult(1.0, {"correct": 1.0})
+    assert await compute_reward("x", state) == RewardResult(1.0, {"correct": 1.0})
     rec.flush()
     [call] = client.calls
     assert call["sample_id"] == [5] and call["env"] == "tools"
