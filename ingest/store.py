@@ -258,13 +258,24 @@ def env_ranges(run_id: int) -> dict[str, EnvRanges]:
     return out
 
 
-def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> None:
+def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> bool:
+    """Replace a run's declarations. When they changed, every step with samples is marked for
+    re-aggregation (Gini floors, all-at-min/max and the Ranges family depend on them; chart
+    normalization does not, it is applied at read time). Returns whether anything changed."""
+    old = {e["name"]: e for e in Environment.objects.filter(run=run).values(
+        "name", "weight", "reward_min", "reward_max", "metrics_ranges")}
+    if old == {e.name: e.as_dict() for e in envs}:
+        return False
     Environment.objects.filter(run=run).delete()
     Environment.objects.bulk_create([
         Environment(run=run, name=e.name, weight=e.weight, reward_min=e.reward_min,
                     reward_max=e.reward_max, metrics_ranges=e.metrics_ranges)
         for e in envs
     ])
+    with connection.cursor() as cur:
+        cur.execute("UPDATE ingest_stepstate SET dirty = %s, version = version + 1"
+                    " WHERE run_id = %s", [True, run.pk])
+    return True
 
 
 def _apply_run_start(w: PointWriter, msg: p.RunStart) -> None:
@@ -277,13 +288,14 @@ def _apply_run_start(w: PointWriter, msg: p.RunStart) -> None:
     Run.objects.filter(pk=run.pk).update(**fields)
     for name, value in fields.items():
         setattr(run, name, value)
-    if msg.environments is not None:
-        replace_environments(run, msg.environments)
+    if msg.environments is not None and replace_environments(run, msg.environments):
+        w.dirty = True
     w.run_changed = True
 
 
 def _apply_ranges(w: PointWriter, msg: p.Ranges) -> None:
-    replace_environments(w.run, msg.environments)
+    if replace_environments(w.run, msg.environments):
+        w.dirty = True
     w.run_changed = True
 
 

@@ -22,6 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from ingest.broadcast import group_name
+from ingest.materialize import MATERIALIZER
 from ingest.models import Run
 from ingest.reads import changes_since
 
@@ -37,6 +38,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.last_flush = 0.0
         self.interval = settings.TELESCOPE_LIVE_INTERVAL_MS / 1000
         await self.accept()
+        # Sweep steps left dirty by a crash or by `declare_ranges` run from the command line.
+        MATERIALIZER.kick(None)
 
     async def disconnect(self, code: int) -> None:
         for run_id in list(self.last_seq):

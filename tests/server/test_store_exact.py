@@ -109,3 +109,19 @@ def test_integer_and_string_ids_name_the_same_group(transactional_db: None) -> N
     values = stored("r")
     assert values["groups|groups|count|"] == 1.0
     assert values["reward|reward|gini_mean|"] == pytest.approx(1 / 3)
+
+
+def test_changed_ranges_reaggregate_the_families_that_use_them(transactional_db: None) -> None:
+    project = Project.objects.create(name="p").pk
+    handle_object(project, {"v": 1, "id": "s", "type": "samples", "run": "r", "step": 0,
+                            "env": "e", "sample_id": [1, 2], "group_id": [0, 0],
+                            "reward": [2.0, 2.0]})
+    assert stored("r")["groups|groups|all_max|"] == 0.0  # undeclared max is 1
+    ranges = {"v": 1, "id": "r1", "type": "ranges", "run": "r",
+              "environments": [{"name": "e", "reward_min": 0.0, "reward_max": 2.0}]}
+    assert handle_object(project, ranges).dirty
+    after = stored("r")
+    assert after["groups|groups|all_max|"] == 1.0
+    assert after["ranges|reward|at_max_pct|e"] == 100.0
+    # The same declaration again changes nothing and recomputes nothing.
+    assert not handle_object(project, {**ranges, "id": "r2"}).dirty

@@ -36,6 +36,9 @@ class Command(BaseCommand):
         run = Run.objects.filter(project__name=options["project"], name=options["run"]).first()
         if run is None:
             raise CommandError(f"no run {options['run']!r} in project {options['project']!r}")
-        replace_environments(run, envs)
+        changed = replace_environments(run, envs)
         names = ", ".join(e.name for e in envs) or "none"
         self.stdout.write(f"Declared {len(envs)} environment(s) on run {run.name!r}: {names}")
+        if changed:
+            self.stdout.write("Steps with samples will be re-aggregated with the new ranges by "
+                              "the running server (or now: manage.py materialize).")
