@@ -7,6 +7,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,17 @@ def django_db_modify_db_settings() -> None:
     from django.conf import settings
 
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _materializer_leaves_no_connection(django_db_setup: None,
+                                       django_db_blocker: Any) -> Iterator[None]:
+    """The materializer works on its own thread; before the test database is dropped, let it
+    finish and close that thread's connection (PostgreSQL refuses to drop a database in use)."""
+    yield
+    from django.db import connections
+
+    from ingest.materialize import MATERIALIZER
+
+    with django_db_blocker.unblock():
+        MATERIALIZER.executor.submit(connections.close_all).result(timeout=60)
