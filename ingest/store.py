@@ -1,9 +1,10 @@
 """Apply one validated message to the database, exactly once, in one transaction.
 
-`apply_message` is the only writer of runs, series and points. It runs synchronously (callers
-wrap it in `database_sync_to_async`). The run row is locked first (its `seq` is bumped), which
-serializes writers of one run across server processes: a step's aggregates are recomputed from
-every committed batch of the step while no other writer can add one.
+`apply_message` runs synchronously (callers wrap it in `database_sync_to_async`). The run row is
+locked first and its `seq` bumped when points are written, which serializes the writers of one
+run across server processes and numbers their commits for live clients. Samples are stored raw
+and their steps marked dirty; `ingest.materialize` turns them into points. `PointWriter` is the
+one way points are written, here and there.
 """
 
 from __future__ import annotations
