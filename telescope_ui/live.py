@@ -104,12 +104,18 @@ class LiveConsumer(AsyncWebsocketConsumer):
             self.flush_task = asyncio.ensure_future(self._flush_later(delay))
 
     async def _flush_later(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        self.last_flush = time.monotonic()
-        pending, self.pending = self.pending, {}
-        for run_id, events in pending.items():
-            await self._flush_run(run_id, events)
+        """Send what is pending, at most once per interval, until nothing is (events that
+        arrive while a flush is sending go out with the next one)."""
+        while True:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.last_flush = time.monotonic()
+            pending, self.pending = self.pending, {}
+            for run_id, events in pending.items():
+                await self._flush_run(run_id, events)
+            if not self.pending:
+                return
+            delay = self.last_flush + self.interval - time.monotonic()
 
     async def _flush_run(self, run_id: int, events: list[dict[str, Any]]) -> None:
         last = self.last_seq.get(run_id)

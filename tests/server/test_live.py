@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -145,3 +146,33 @@ async def test_unknown_requests_get_an_error(page: Page) -> None:
     assert (await page.recv())["type"] == "error"
     await page.comm.send_to(text_data="nonsense")
     assert (await page.recv())["type"] == "error"
+
+
+async def test_points_that_arrive_during_a_flush_are_sent_after_it(
+        trainer: Trainer, page: Page, monkeypatch: pytest.MonkeyPatch) -> None:
+    from telescope_ui.live import LiveConsumer
+
+    original = LiveConsumer._flush_run
+    calls = 0
+
+    async def slow_first_flush(self: LiveConsumer, run_id: int, events: list) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await asyncio.sleep(0.5)  # a slow send: the next commit lands meanwhile
+        await original(self, run_id, events)
+
+    monkeypatch.setattr(LiveConsumer, "_flush_run", slow_first_flush)
+    await trainer.send(step_msg(0, {"loss": 1.0}))
+    run_id, state = await snapshot("r", [])
+    seq = state["__seq__"]
+    await page.send(type="subscribe", run=run_id, after_seq=seq)
+    await page.recv_delta()
+    await trainer.send(step_msg(1, {"loss": 2.0}))
+    await asyncio.sleep(0.1)
+    await trainer.send(step_msg(2, {"loss": 3.0}))  # while the first flush is still sending
+    last = seq
+    while last < seq + 2:
+        delta = await page.recv_delta()
+        assert delta["from_seq"] == last
+        last = delta["seq"]
