@@ -24,7 +24,7 @@ from tests.support.live_server import LiveServer, ServerState  # noqa: E402
 BATCH, METRICS, BATCHES_PER_STEP, GROUP = 1024, 8, 8, 8
 
 
-def make_frames(n_batches: int, seed: int = 0) -> list[bytes]:
+def make_frames(n_batches: int, seed: int = 0, run: str = "bench") -> list[bytes]:
     rng = np.random.default_rng(seed)
     frames = []
     for b in range(n_batches):
@@ -32,7 +32,7 @@ def make_frames(n_batches: int, seed: int = 0) -> list[bytes]:
         base = part * BATCH
         ids = np.arange(base, base + BATCH)
         frames.append(msgpack.packb({
-            "v": 1, "id": f"b{b}", "type": "samples", "run": "bench", "step": step,
+            "v": 1, "id": f"b{b}", "type": "samples", "run": run, "step": step,
             "env": "math",
             "sample_id": ids.tolist(), "group_id": (ids // GROUP).tolist(),
             "reward": rng.integers(0, 2, BATCH).astype(float).tolist(),
@@ -67,7 +67,6 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--windows", default="1,4")
     args = parser.parse_args()
-    frames = make_frames(args.batches * 2)
     with tempfile.TemporaryDirectory() as tmp:
         state = ServerState(Path(tmp))
         server = LiveServer(state).start()
@@ -75,9 +74,7 @@ def main() -> None:
             token = state.token("bench")
             url = server.ws + "/ws/ingest/"
             for i, window in enumerate(int(w) for w in args.windows.split(",")):
-                part = frames[i * args.batches:(i + 1) * args.batches]
-                part = [f.replace(b"\xa5bench", b"\xa5bnch" + str(i).encode()[:1])
-                        for f in part] if i else part
+                part = make_frames(args.batches, seed=i, run=f"bench-window-{window}")
                 elapsed, lat = asyncio.run(stream(url, token, part, window))
                 ms = np.array(lat) * 1000
                 print(f"window={window}: {len(part) * BATCH / elapsed:,.0f} samples/s over "

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ingest.store import Outcome, apply_message
 from trainer_hooks import protocol as p
-
-log = logging.getLogger(__name__)
 
 
 def handle_object(project_id: int, obj: Any) -> Outcome:

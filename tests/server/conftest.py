@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
-from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from ingest.auth import create_token
@@ -70,6 +69,3 @@ def samples_msg(step: Any, rewards: list[Any], *, run: str = "r", mid: str = "s1
             "group_id": groups if groups is not None else [0] * n,
             "reward": rewards, **extra}
 
-
-db = database_sync_to_async
-Sync = Callable[..., Any]
