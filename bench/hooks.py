@@ -31,7 +31,7 @@ QUICK = {
 HEADLINES = {
     "hooks_reduce.py": ("reduce_window:", "worst rank median", "collectives per step",
                         "library cost alone"),
-    "hooks_sender.py": ("_loaded", "throughput:", "target"),
+    "hooks_sender.py": ("_cold", "_loaded", "throughput:", "target"),
 }
 
 

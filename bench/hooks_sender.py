@@ -12,7 +12,7 @@
    - "loaded": the client streams to a real server while the calls are timed, log_step every
      `--step-gap` s and log_samples every `--samples-gap` s (defaults 5 ms and 20 ms: ~51k
      samples/s offered, far above a real job's rate), so the sender thread competes for the
-     GIL. The verdict uses these figures.
+     GIL. The verdict uses the "cold" and "loaded" figures: the calls a training loop makes.
 2. Throughput to one server process (daphne, embedded SQLite, started here): samples logged
    as fast as possible in `--samples`-sized calls, from the first call until `flush()`
    reports every message acknowledged; the same for `--steps` step messages (one message per
@@ -81,11 +81,23 @@ def caller_cost(client: Client, args: argparse.Namespace, tag: str, step_gap: fl
     out = {f"log_step_{tag}": timed(lambda i: client.log_step(i, metrics), args.calls,
                                      step_gap)}
     for kind in ("numpy", "lists"):
-        cols = sample_columns(args.samples, kind == "lists")
-        out[f"log_samples_{kind}_{tag}"] = timed(
-            lambda i, cols=cols: client.log_samples(i, env="countdown", **cols),
-            args.calls // 4, samples_gap)
+        call = samples_call(client, sample_columns(args.samples, kind == "lists"))
+        out[f"log_samples_{kind}_{tag}"] = timed(call, args.calls // 4, samples_gap)
     return out
+
+
+def samples_call(client: Client, cols: dict[str, Any]) -> Callable[[int], None]:
+    """One log_samples call spelled out as a training loop writes it (keyword arguments, not
+    `**cols`: unpacking a dict costs the caller about 14 µs more when the caches are cold)."""
+    ids, groups, reward, advantage = cols["sample_id"], cols["group_id"], cols["reward"], \
+        cols["advantage"]
+    tokens, metrics = cols["completion_tokens"], cols["metrics"]
+
+    def call(i: int) -> None:
+        client.log_samples(i, sample_id=ids, group_id=groups, reward=reward, env="countdown",
+                           advantage=advantage, completion_tokens=tokens, metrics=metrics)
+
+    return call
 
 
 def throughput(client: Client, args: argparse.Namespace, base: int) -> dict[str, float]:
@@ -168,10 +180,10 @@ def main() -> int:
           f"({tput['samples']:,} samples, {tput['acked_s']:.2f} s); "
           f"{tput['steps_per_s_acked']:,.0f} step messages/s acknowledged; "
           f"client-side seal rate {offline:,.0f} samples/s")
-    loaded = [r["median_us"] for name, r in cost.items() if name.endswith("_loaded")]
-    print(f"target ≤ {TARGET_US:.0f} µs median under load: "
-          f"{'met' if max(loaded) <= TARGET_US else 'MISSED'}")
-    return 0 if max(loaded) <= TARGET_US else 1
+    judged = [r["median_us"] for name, r in cost.items() if not name.endswith("_hot")]
+    print(f"target ≤ {TARGET_US:.0f} µs median after idle and under load: "
+          f"{'met' if max(judged) <= TARGET_US else 'MISSED'}")
+    return 0 if max(judged) <= TARGET_US else 1
 
 
 

@@ -1,26 +1,30 @@
 """`reduce_window`: a `StepWindow` reduced over a torch.distributed group in two collectives.
 
-Layout: the window's specs sorted by name give every metric fixed slots in two float64 vectors.
+Layout: the window's specs sorted by name give every metric fixed slots in one float64 row.
 
-- SUM vector: one non-finite count per metric, then MEAN (Σv, n), WEIGHTED_MEAN (Σv·w, Σw),
-  SUM (Σv, presence; an integer SUM as (high, low) 32-bit halves, exact far beyond 2**53),
-  then the LAST values.
-- MAX vector: a 9-slot header, then MAX (v), MIN (−v) and LAST priority slots; an absent
+- header (9 slots): four agreement pairs (digest, digest, mode, dst), each fact x as (x, −x),
+  then a local-failure flag. After an element-wise MAX over ranks, x_max == −(−x)_max exactly
+  when every rank sent the same x.
+- SUM part: one non-finite count per metric, then MEAN (Σv, n), WEIGHTED_MEAN (Σv·w, Σw),
+  SUM (Σv, presence; an integer SUM as (high, low) 32-bit halves, exact far beyond 2**53).
+- MAX part: MAX (v), MIN (−v) and LAST priorities (chunk ordinal × world + rank); an absent
   metric sends −inf.
+- the LAST values.
 
-Collective 1 is an all_reduce(MAX), so every rank learns the header and the LAST winners;
-collective 2 is a reduce(SUM) to `dst` (all_reduce when `dst` is None), in which only each LAST
-winner sends its value. The header holds the layout digest, the mode and `dst`, each as a pair
-(x, −x): after MAX they disagree exactly when some rank sent a different x, so every rank sees
-the same verdict and raises `LayoutMismatchError` together, before the second collective. Its
-last slot flags a rank that failed locally (say, an invalid open chunk): that rank still joins
-collective 1, then raises its own error while the others raise `PeerFailedError`.
+A steady step (layout already checked) gathers every rank's row on group rank 0, which reduces
+them in rank order (sums, maxima, LAST winner by priority) and broadcasts the reduced header and
+the results: one gather and one broadcast. Every rank learns the verdict from the broadcast
+header, so a disagreement (declarations, `dst`, `check_layout`) raises `LayoutMismatchError` on
+every rank, and a rank that failed locally (say, an invalid open chunk) raises its own error
+while the others raise `PeerFailedError`, all in the same step.
 
-Gloo aborts the whole process when ranks pass vectors of different lengths, so a checking step
-sends the fixed-length header alone in collective 1 and gathers the MAX-like slots through the
-SUM collective instead (each rank writes its own row, the others send zeros, so the sum is an
-exact gather). That costs world × (MAX-like slots) floats once; steps after a passed check use
-the compact layout above.
+A gather aborts gloo when ranks send rows of different lengths, so a checking step first
+all-reduces (MAX) the fixed-length header alone; only when every rank agrees does it send the
+rows, gathered on `dst` (on every rank when `dst` is None). Steady steps use a gather and a
+broadcast rather than the all_reduce pair the layout was first built for: on gloo a ring
+all_reduce costs one network round per rank and direction, a gather and a broadcast one each
+(4 ranks on 2 cores: about 5.5 ms per all_reduce of any length against 0.6 ms per gather or
+broadcast, `bench/hooks_reduce.py`).
 """
 
 from __future__ import annotations
@@ -39,8 +43,7 @@ from trainer_hooks.window import KeyState, StepWindow
 __all__ = ["LayoutMismatchError", "PeerFailedError", "reduce_window"]
 
 _HEADER = 9  # four agreement pairs, then a local-failure flag
-Vectors = tuple[np.ndarray, np.ndarray, np.ndarray]
-_CHECK, _COMPACT = 1.0, 2.0
+_CHECK, _STEADY = 1.0, 2.0
 _SPLIT = 2**32
 _EXACT = 2**53
 # (digest, group ranks) pairs whose layout every rank already confirmed.
@@ -59,21 +62,23 @@ class PeerFailedError(RuntimeError):
 
 @dataclass(frozen=True)
 class _Slot:
+    """Where one metric lives in the row; every index is absolute, -1 when unused."""
+
     spec: MetricSpec
-    sum_at: int  # first SUM slot (MEAN, WEIGHTED_MEAN, SUM); -1 otherwise
-    max_at: int  # MAX-like slot (MAX, MIN, LAST priority); -1 otherwise
-    last_at: int  # LAST value index; -1 otherwise
+    sum_at: int  # first SUM slot (MEAN, WEIGHTED_MEAN, SUM)
+    max_at: int  # MAX-like slot (MAX, MIN, LAST priority)
+    last_at: int  # LAST value
     nonfinite_at: int
 
 
 @dataclass(frozen=True, eq=False)
 class _Layout:
     slots: tuple[_Slot, ...]
-    n_sum: int  # SUM slots before the LAST values (non-finite counts included)
-    n_max: int
-    n_last: int
+    max_start: int  # the SUM part is [_HEADER, max_start)
+    last_start: int  # the MAX part is [max_start, last_start), the LAST values follow
+    width: int
     digest_words: tuple[float, float]
-    last_max: np.ndarray  # MAX-vector index of each LAST priority, in LAST-value order
+    last_priority: np.ndarray  # row index of each LAST priority, in LAST-value order
 
 
 class _Comm(Protocol):
@@ -82,7 +87,11 @@ class _Comm(Protocol):
 
     def all_reduce_max(self, vector: np.ndarray) -> np.ndarray: ...
 
-    def sum_to(self, vector: np.ndarray, dst: int | None) -> np.ndarray | None: ...
+    def gather(self, row: np.ndarray, root: int) -> np.ndarray | None: ...
+
+    def all_gather(self, row: np.ndarray) -> np.ndarray: ...
+
+    def broadcast(self, vector: np.ndarray, root: int) -> np.ndarray: ...
 
     def ranks(self) -> tuple[int, ...]: ...
 
@@ -100,7 +109,10 @@ def reduce_window(
     is None) and None elsewhere, including on ranks outside `group`. With `group=None` and no
     initialized process group, the reduction is local and never imports torch. An open chunk
     is closed first. A metric no rank observed, and a mean whose total count or weight is 0,
-    is omitted — never reported as 0. Integer metrics come back as exact ints.
+    is omitted — never reported as 0. Integer metrics come back as exact ints. The group must
+    run CPU collectives: gloo, or a default group initialized without a backend (torch then
+    pairs gloo for CPU with NCCL for CUDA); for an NCCL-only job pass
+    `dist.new_group(backend="gloo")`.
 
     LAST across ranks: the value from the rank whose last chunk holding the key is latest in
     its window; ties (the usual case) go to the highest group rank.
@@ -110,9 +122,9 @@ def reduce_window(
 
     `check_layout`: True checks on this call, False never, None (default) on the first call
     per declaration set and group. It must resolve identically on every rank. A mismatch
-    raises LayoutMismatchError on every rank; a call without the check still compares the
-    digest, but ranks whose MAX vectors differ in length are then beyond detection (gloo
-    aborts), so pass True after declarations may have changed on some ranks.
+    raises LayoutMismatchError on every rank; a step without the check still compares the
+    declarations' digest, but ranks whose rows differ in length are then beyond detection
+    (gloo aborts), so pass True after declarations may have changed on some ranks.
     """
     comm = _communicator(group)
     if comm is None:
@@ -121,26 +133,26 @@ def reduce_window(
     layout = _layout(specs)
     check = _should_check(check_layout, specs, comm)
     try:
-        local, failure = _prepare(window, layout, comm, dst), None
+        row, failure = _prepare(window, layout, comm, dst), None
     except Exception as exc:
-        # Still take part in collective 1, flagged, so the peers raise instead of waiting.
-        local, failure = _absent_vectors(layout), exc
-    header = _header(layout, check, dst, failed=failure is not None)
-    exchange = _exchange_checked if check else _exchange_compact
-    reduced = exchange(layout, comm, header, local, dst, failure)
+        # Still take part in the first collective, flagged, so the peers raise, not wait.
+        row, failure = _absent_row(layout), exc
+    row[:_HEADER] = _header(layout, check, dst, failed=failure is not None)
+    exchange = _exchange_checked if check else _exchange_steady
+    reduced = exchange(layout, comm, row, dst, failure)
     if check:
         _CHECKED.add((specs.digest, comm.ranks()))
     if reduced is None:
         return None
-    return _decode(layout, *reduced, report_nonfinite=report_nonfinite)
+    return _decode(layout, reduced, report_nonfinite=report_nonfinite)
 
 
-def _prepare(window: StepWindow, layout: _Layout, comm: _Comm, dst: int | None) -> Vectors:
+def _prepare(window: StepWindow, layout: _Layout, comm: _Comm, dst: int | None) -> np.ndarray:
     if dst is not None and not 0 <= dst < comm.world:
         raise ValueError(f"dst={dst} is not a rank of a group of {comm.world}")
     if window.open:
         window.end_chunk()
-    return _local_vectors(window, layout, comm)
+    return _local_row(window, layout, comm)
 
 
 # ---------------------------------------------------------------- layout
@@ -148,28 +160,37 @@ def _prepare(window: StepWindow, layout: _Layout, comm: _Comm, dst: int | None) 
 
 @lru_cache(maxsize=64)
 def _layout(specs: SpecSet) -> _Layout:
+    sums = [_sum_width(spec) for spec in specs.specs]
+    lasts = [spec.reduce is Reduce.LAST for spec in specs.specs]
+    max_start = _HEADER + len(sums) + sum(sums)  # non-finite counts open the SUM part
+    last_start = max_start + sums.count(0)
     slots: list[_Slot] = []
-    n_sum, n_max, n_last = len(specs), 0, 0  # the SUM vector opens with non-finite counts
-    for index, spec in enumerate(specs.specs):
+    next_sum, next_max, next_last = _HEADER + len(sums), max_start, last_start
+    for index, (spec, width, last) in enumerate(zip(specs.specs, sums, lasts, strict=True)):
         sum_at = max_at = last_at = -1
-        if spec.reduce in (Reduce.MEAN, Reduce.WEIGHTED_MEAN):
-            sum_at, n_sum = n_sum, n_sum + 2
-        elif spec.reduce is Reduce.SUM:
-            sum_at, n_sum = n_sum, n_sum + (3 if spec.integer else 2)
+        if width:
+            sum_at, next_sum = next_sum, next_sum + width
         else:
-            max_at, n_max = n_max, n_max + 1
-            if spec.reduce is Reduce.LAST:
-                last_at, n_last = n_last, n_last + 1
-        slots.append(_Slot(spec, sum_at, max_at, last_at, nonfinite_at=index))
+            max_at, next_max = next_max, next_max + 1
+        if last:
+            last_at, next_last = next_last, next_last + 1
+        slots.append(_Slot(spec, sum_at, max_at, last_at, nonfinite_at=_HEADER + index))
     digest = specs.digest
     words = (float(int.from_bytes(digest[:6], "big")), float(int.from_bytes(digest[6:12], "big")))
-    last_max = np.array([s.max_at for s in slots if s.last_at >= 0], dtype=np.int64)
-    return _Layout(tuple(slots), n_sum, n_max, n_last, words, last_max)
+    last_priority = np.array([s.max_at for s in slots if s.last_at >= 0], dtype=np.int64)
+    return _Layout(tuple(slots), max_start, last_start, next_last, words, last_priority)
+
+
+def _sum_width(spec: MetricSpec) -> int:
+    """SUM-part slots of one metric: (Σ, count or weight), integer SUM (high, low, presence)."""
+    if spec.reduce is Reduce.SUM:
+        return 3 if spec.integer else 2
+    return 2 if spec.reduce in (Reduce.MEAN, Reduce.WEIGHTED_MEAN) else 0
 
 
 def _header(layout: _Layout, check: bool, dst: int | None, *, failed: bool) -> np.ndarray:
     # Each fact x travels as (x, -x): after MAX, x_max == -(-x)_max iff all ranks agree.
-    facts = (*layout.digest_words, _CHECK if check else _COMPACT, -1.0 if dst is None else dst)
+    facts = (*layout.digest_words, _CHECK if check else _STEADY, -1.0 if dst is None else dst)
     header = np.empty(_HEADER, dtype=np.float64)
     header[0:8:2] = facts
     header[1:8:2] = [-x for x in facts]
@@ -178,6 +199,7 @@ def _header(layout: _Layout, check: bool, dst: int | None, *, failed: bool) -> n
 
 
 def _verify(header: np.ndarray, specs_count: int, failure: BaseException | None) -> None:
+    """Raise on every rank alike, given the header reduced (MAX) over the group."""
     if failure is not None:
         raise failure
     if header[8] > 0:
@@ -202,139 +224,112 @@ def _verify(header: np.ndarray, specs_count: int, failure: BaseException | None)
     )
 
 
-def _absent_vectors(layout: _Layout) -> Vectors:
+def _absent_row(layout: _Layout) -> np.ndarray:
     """What a rank without any value sends: zero sums, -inf maxima and LAST priorities."""
-    return (
-        np.zeros(layout.n_sum, dtype=np.float64),
-        np.full(layout.n_max, -math.inf, dtype=np.float64),
-        np.zeros(layout.n_last, dtype=np.float64),
-    )
+    row = np.zeros(layout.width, dtype=np.float64)
+    row[layout.max_start : layout.last_start] = -math.inf
+    return row
 
 
-def _local_vectors(window: StepWindow, layout: _Layout, comm: _Comm) -> Vectors:
-    sums, maxes, lasts = _absent_vectors(layout)
+def _local_row(window: StepWindow, layout: _Layout, comm: _Comm) -> np.ndarray:
+    row = _absent_row(layout)
     nonfinite = window.nonfinite
     for slot in layout.slots:
         name = slot.spec.name
-        sums[slot.nonfinite_at] = nonfinite.get(name, 0)
+        row[slot.nonfinite_at] = nonfinite.get(name, 0)
         state = window.state(name)
         if state is None:
             continue  # absent: zero sums, -inf maxima and LAST priority
         if slot.sum_at >= 0:
-            _put_sum(sums, slot, state)
+            _put_sum(row, slot, state)
         elif slot.spec.reduce is Reduce.MAX:
-            maxes[slot.max_at] = state.total
+            row[slot.max_at] = state.total
         elif slot.spec.reduce is Reduce.MIN:
-            maxes[slot.max_at] = -state.total
+            row[slot.max_at] = -state.total
         else:
             # LAST priority: latest chunk first, then the highest rank.
-            maxes[slot.max_at] = state.chunk * comm.world + comm.rank
-            lasts[slot.last_at] = state.total
-    return sums, maxes, lasts
+            row[slot.max_at] = state.chunk * comm.world + comm.rank
+            row[slot.last_at] = state.total
+    return row
 
 
-def _put_sum(sums: np.ndarray, slot: _Slot, state: KeyState) -> None:
+def _put_sum(row: np.ndarray, slot: _Slot, state: KeyState) -> None:
     at = slot.sum_at
     if slot.spec.reduce is not Reduce.SUM:
-        sums[at], sums[at + 1] = state.total, state.weight
+        row[at], row[at + 1] = state.total, state.weight
     elif slot.spec.integer:
         high, low = divmod(int(state.total), _SPLIT)
         if abs(high) >= _EXACT:
             raise OverflowError(f"integer SUM {slot.spec.name!r} exceeds 2**85: {state.total}")
-        sums[at], sums[at + 1], sums[at + 2] = high, low, 1.0
+        row[at], row[at + 1], row[at + 2] = high, low, 1.0
     else:
-        sums[at], sums[at + 1] = state.total, 1.0
+        row[at], row[at + 1] = state.total, 1.0
 
 
 # ---------------------------------------------------------------- exchange
 
 
-def _exchange_compact(
-    layout: _Layout,
-    comm: _Comm,
-    header: np.ndarray,
-    local: Vectors,
-    dst: int | None,
-    failure: BaseException | None,
-) -> Vectors | None:
-    sums, maxes, lasts = local
-    got = comm.all_reduce_max(np.concatenate([header, maxes]))
-    _verify(got[:_HEADER], len(layout.slots), failure)
-    extremes = got[_HEADER:]
-    priority = extremes[layout.last_max]
-    with np.errstate(invalid="ignore"):
-        mine = (priority >= 0) & (np.fmod(priority, comm.world) == comm.rank)
-    # Only each LAST winner sends its value; x + 0 + ... + 0 == x exactly.
-    totals = comm.sum_to(np.concatenate([sums, np.where(mine, lasts, 0.0)]), dst)
-    if totals is None:
-        return None
-    return totals[: layout.n_sum], extremes, totals[layout.n_sum :]
+def _exchange_steady(
+    layout: _Layout, comm: _Comm, row: np.ndarray, dst: int | None, failure: BaseException | None
+) -> np.ndarray | None:
+    """Gather on group rank 0, reduce there, broadcast header verdict and results."""
+    rows = comm.gather(row, root=0)
+    reduced = _reduce_rows(layout, rows) if rows is not None else np.empty_like(row)
+    comm.broadcast(reduced, root=0)
+    _verify(reduced[:_HEADER], len(layout.slots), failure)
+    return reduced if dst is None or comm.rank == dst else None
 
 
 def _exchange_checked(
-    layout: _Layout,
-    comm: _Comm,
-    header: np.ndarray,
-    local: Vectors,
-    dst: int | None,
-    failure: BaseException | None,
-) -> Vectors | None:
-    sums, maxes, lasts = local
-    # Fixed length whatever the declarations, so a mismatch cannot abort gloo.
-    _verify(comm.all_reduce_max(header.copy()), len(layout.slots), failure)
-    width = layout.n_max + layout.n_last
-    rows = np.zeros((comm.world, width), dtype=np.float64)
-    rows[comm.rank, : layout.n_max] = maxes
-    rows[comm.rank, layout.n_max :] = lasts
-    totals = comm.sum_to(np.concatenate([sums, rows.ravel()]), dst)
-    if totals is None:
-        return None
-    gathered = totals[layout.n_sum :].reshape(comm.world, width)
-    extremes = gathered[:, : layout.n_max].max(axis=0, initial=-math.inf)
-    priority = extremes[layout.last_max]
-    present = priority >= 0
-    winner = np.where(present, np.fmod(np.where(present, priority, 0), comm.world), 0)
-    values = gathered[winner.astype(np.int64), layout.n_max + np.arange(layout.n_last)]
-    return totals[: layout.n_sum], extremes, np.where(present, values, 0.0)
+    layout: _Layout, comm: _Comm, row: np.ndarray, dst: int | None, failure: BaseException | None
+) -> np.ndarray | None:
+    """Agree on the fixed-length header first, so differing row lengths never reach gloo."""
+    _verify(comm.all_reduce_max(row[:_HEADER].copy()), len(layout.slots), failure)
+    rows = comm.all_gather(row) if dst is None else comm.gather(row, root=dst)
+    return None if rows is None else _reduce_rows(layout, rows)
+
+
+def _reduce_rows(layout: _Layout, rows: np.ndarray) -> np.ndarray:
+    """Every rank's row (one per group rank, in rank order) reduced into one row."""
+    start, end = layout.max_start, layout.last_start
+    out = np.empty(layout.width, dtype=np.float64)
+    out[:_HEADER] = rows[:, :_HEADER].max(axis=0)
+    out[_HEADER:start] = rows[:, _HEADER:start].sum(axis=0)  # exact for the integer halves
+    out[start:end] = rows[:, start:end].max(axis=0)
+    # LAST: the value of the rank holding the highest priority (they are unique per rank).
+    winner = rows[:, layout.last_priority].argmax(axis=0)
+    out[end:] = rows[winner, np.arange(end, layout.width)]
+    return out
 
 
 # ---------------------------------------------------------------- decoding
 
 
-def _decode(
-    layout: _Layout,
-    totals: np.ndarray,
-    extremes: np.ndarray,
-    last_values: np.ndarray,
-    *,
-    report_nonfinite: bool,
-) -> dict[str, int | float]:
+def _decode(layout: _Layout, reduced: np.ndarray, *, report_nonfinite: bool) -> dict[str, Any]:
     out: dict[str, int | float] = {}
     for slot in layout.slots:
-        value = _decode_one(slot, totals, extremes, last_values)
+        value = _decode_one(slot, reduced)
         if value is not None and math.isfinite(value):
             out[slot.spec.name] = value
-        count = totals[slot.nonfinite_at]
+        count = reduced[slot.nonfinite_at]
         if report_nonfinite and count > 0:
             out[slot.spec.name + NONFINITE_SUFFIX] = int(count)
     return out
 
 
-def _decode_one(
-    slot: _Slot, totals: np.ndarray, extremes: np.ndarray, last_values: np.ndarray
-) -> int | float | None:
+def _decode_one(slot: _Slot, reduced: np.ndarray) -> int | float | None:
     spec, at = slot.spec, slot.sum_at
     reduce = spec.reduce
     if reduce in (Reduce.MEAN, Reduce.WEIGHTED_MEAN):
         # A mean over nothing is omitted, never reported as 0.
-        return float(totals[at] / totals[at + 1]) if totals[at + 1] > 0 else None
+        return float(reduced[at] / reduced[at + 1]) if reduced[at + 1] > 0 else None
     if reduce is Reduce.SUM:
         if spec.integer:
-            if totals[at + 2] <= 0:
+            if reduced[at + 2] <= 0:
                 return None
-            return int(totals[at]) * _SPLIT + int(totals[at + 1])
-        return float(totals[at]) if totals[at + 1] > 0 else None
-    extreme = float(extremes[slot.max_at])
+            return int(reduced[at]) * _SPLIT + int(reduced[at + 1])
+        return float(reduced[at]) if reduced[at + 1] > 0 else None
+    extreme = float(reduced[slot.max_at])
     if extreme == -math.inf:
         return None
     if reduce is Reduce.MAX:
@@ -342,7 +337,7 @@ def _decode_one(
     elif reduce is Reduce.MIN:
         value = -extreme
     else:
-        value = float(last_values[slot.last_at])
+        value = float(reduced[slot.last_at])
     return int(value) if spec.integer else value
 
 
@@ -350,7 +345,7 @@ def _decode_one(
 
 
 class _LocalComm:
-    """No process group: both "collectives" are the identity."""
+    """No process group: every "collective" is the identity on a group of one."""
 
     rank = 0
     world = 1
@@ -358,7 +353,13 @@ class _LocalComm:
     def all_reduce_max(self, vector: np.ndarray) -> np.ndarray:
         return vector
 
-    def sum_to(self, vector: np.ndarray, dst: int | None) -> np.ndarray | None:
+    def gather(self, row: np.ndarray, root: int) -> np.ndarray | None:
+        return row[np.newaxis]
+
+    def all_gather(self, row: np.ndarray) -> np.ndarray:
+        return row[np.newaxis]
+
+    def broadcast(self, vector: np.ndarray, root: int) -> np.ndarray:
         return vector
 
     def ranks(self) -> tuple[int, ...]:
@@ -366,8 +367,8 @@ class _LocalComm:
 
 
 class _TorchComm:
-    """One torch.distributed group; calls `dist.all_reduce`/`dist.reduce` by attribute lookup
-    at call time, so a test can wrap them to count collectives."""
+    """One torch.distributed group; calls the `dist` collectives by attribute lookup at call
+    time, so a test can wrap them to count collectives. Roots are group ranks."""
 
     def __init__(self, dist: Any, group: Any, rank: int, world: int) -> None:
         self.dist, self.group, self.rank, self.world = dist, group, rank, world
@@ -378,15 +379,27 @@ class _TorchComm:
         self.dist.all_reduce(torch.from_numpy(vector), op=self.dist.ReduceOp.MAX, group=self.group)
         return vector
 
-    def sum_to(self, vector: np.ndarray, dst: int | None) -> np.ndarray | None:
+    def gather(self, row: np.ndarray, root: int) -> np.ndarray | None:
         import torch
 
-        tensor, op = torch.from_numpy(vector), self.dist.ReduceOp.SUM
-        if dst is None:
-            self.dist.all_reduce(tensor, op=op, group=self.group)
-            return vector
-        self.dist.reduce(tensor, op=op, group=self.group, group_dst=dst)
-        return vector if self.rank == dst else None
+        rows = np.empty((self.world, row.size), dtype=np.float64) if self.rank == root else None
+        targets = list(torch.from_numpy(rows).unbind(0)) if rows is not None else None
+        self.dist.gather(torch.from_numpy(row), targets, group=self.group, group_dst=root)
+        return rows
+
+    def all_gather(self, row: np.ndarray) -> np.ndarray:
+        import torch
+
+        rows = np.empty((self.world, row.size), dtype=np.float64)
+        targets = list(torch.from_numpy(rows).unbind(0))
+        self.dist.all_gather(targets, torch.from_numpy(row), group=self.group)
+        return rows
+
+    def broadcast(self, vector: np.ndarray, root: int) -> np.ndarray:
+        import torch
+
+        self.dist.broadcast(torch.from_numpy(vector), group=self.group, group_src=root)
+        return vector
 
     def ranks(self) -> tuple[int, ...]:
         group = self.group if self.group is not None else self.dist.group.WORLD

@@ -143,6 +143,14 @@ def _copy(x: Any) -> Any:
     return x
 
 
+def _copied_samples(entry: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A SAMPLES queue entry with every column copied (`copy_columns=True`)."""
+    tag, step, sample_id, group_id, reward, env, metrics, optional, when = entry
+    return (tag, step, _copy(sample_id), _copy(group_id), _copy(reward), env,
+            None if metrics is None else {k: _copy(v) for k, v in metrics.items()},
+            tuple(_copy(x) for x in optional), _copy(when))
+
+
 class Client:
     """A connection to one run. `log_*` are safe to call from any thread."""
 
@@ -154,6 +162,8 @@ class Client:
         self.url = ingest_url(url)
         self.run = run
         self.options = options
+        self._copy_columns = options.copy_columns
+        self._max_queue = options.max_queue
         self._snap = _copy if options.copy_columns else _keep
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._closed = False
@@ -193,14 +203,14 @@ class Client:
         The columns are read on the sender thread shortly after the call (within
         `poll_interval`), not copied: pass fresh lists / arrays / tensors, or do not modify
         them in place afterwards (or connect with `copy_columns=True`)."""
-        snap = self._snap
         try:
-            self._put((
-                SAMPLES, step, snap(sample_id), snap(group_id), snap(reward), env,
-                None if metrics is None else {k: snap(v) for k, v in metrics.items()},
-                (snap(advantage), snap(prompt_tokens), snap(completion_tokens),
-                 snap(stop_reason), snap(off_policy_steps), snap(discard_reason)),
-                _now() if time is None else snap(time)))
+            entry = (SAMPLES, step, sample_id, group_id, reward, env,
+                     None if metrics is None else dict(metrics),
+                     (advantage, prompt_tokens, completion_tokens, stop_reason,
+                      off_policy_steps, discard_reason),
+                     _now() if time is None else time)
+            # The default path only appends: a cold call costs what a bare append does.
+            self._put(_copied_samples(entry) if self._copy_columns else entry)
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_samples", exc)
 
@@ -306,14 +316,15 @@ class Client:
     # ---------------------------------------------------------------- internals
 
     def _put(self, entry: tuple[Any, ...]) -> None:
-        if self._closed:
+        queue = self._queue
+        if len(queue) < self._max_queue and not self._closed:
+            queue.append(entry)  # the only work on the caller's thread
+        elif self._closed:
             self._count("dropped_closed", 1)
-        elif len(self._queue) >= self.options.max_queue:
+        else:
             self._count("dropped_queue_full", 1)
             self._warn_once("queue", "telescope: the sender queue is full (max_queue=%d); "
-                            "dropping log calls (counted in stats)", self.options.max_queue)
-        else:
-            self._queue.append(entry)
+                            "dropping log calls (counted in stats)", self._max_queue)
 
     def _count(self, name: str, n: int) -> None:
         if n:

@@ -2,7 +2,7 @@
 
 Values are added during a chunk and folded at `end_chunk()`. Per metric the window keeps only
 what its `Reduce` needs (Σv and n, Σv·w and Σw, an extremum, or the last value with its chunk
-ordinal), so windows merge associatively and `reduce_window` can pack them into two vectors.
+ordinal), so windows merge associatively and `reduce_window` can pack them into one float64 row.
 Non-finite values are dropped on arrival and counted per key. Pure Python: no torch import.
 """
 

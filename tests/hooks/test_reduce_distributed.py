@@ -248,6 +248,7 @@ SCENARIOS = (
     Scenario("randomized_again", RANDOM_SPECS, randomized, dst=lambda w: w - 1),
     Scenario("dst_last", TOKEN_SPECS, uneven_tokens, dst=lambda w: w - 1),
     Scenario("dst_all", TOKEN_SPECS, uneven_tokens, dst=lambda w: None),
+    Scenario("dst_all_checked", NEGATIVE_SPECS, negative, dst=lambda w: None, check_layout=True),
     Scenario("subgroup", CHUNK_SPECS, uneven_chunks, dst=lambda w: 1, subgroup=True),
     Scenario("subgroup_again", CHUNK_SPECS, uneven_chunks, dst=lambda w: None, subgroup=True),
 )
@@ -411,20 +412,39 @@ def test_hand_checked_edge_values(world: Any) -> None:
     assert chunks["n"] == sum(sum(range(1, r + 3)) for r in range(size))
 
 
+def checked_scenarios(world: int) -> set[str]:
+    """The scenarios that run the layout check: the first call per declaration set and group
+    (`check_layout=None`), or an explicit `check_layout=True`."""
+    seen: set[tuple[tuple[MetricSpec, ...], tuple[int, ...]]] = set()
+    checked = set()
+    for sc in SCENARIOS:
+        key = (sc.specs, (0, world - 1) if sc.subgroup else tuple(range(world)))
+        if sc.check_layout or (sc.check_layout is None and key not in seen):
+            checked.add(sc.name)
+        seen.add(key)
+    return checked
+
+
+STEADY_CALLS = {"gather": 1, "broadcast": 1}
+
+
 def test_every_step_costs_exactly_two_collectives(world: Any) -> None:
-    _, per_rank = world
+    size, per_rank = world
+    checked = checked_scenarios(size)
+    assert {"uneven_tokens", "integers_forced_check", "dst_all_checked"} <= checked
+    assert {"uneven_tokens_again", "integers_again", "dst_all"}.isdisjoint(checked)
     for rank, got in enumerate(per_rank):
         for name, sc in BY_NAME.items():
-            if sc.subgroup and rank not in (0, len(per_rank) - 1):
+            if sc.subgroup and rank not in (0, size - 1):
                 assert got[name]["calls"] == {}, (rank, name)  # non-members do nothing
                 continue
-            want = (
-                {"all_reduce": 2}
-                if sc.dst(len(per_rank)) is None
-                else {"all_reduce": 1, "reduce": 1}
-            )
+            if name in checked:  # the header first, then the rows
+                rows = "all_gather" if sc.dst(size) is None else "gather"
+                want = {"all_reduce": 1, rows: 1}
+            else:  # gathered on rank 0, verdict and results broadcast
+                want = STEADY_CALLS
             assert got[name]["calls"] == want, (rank, name)
-        assert got["after_mismatch"]["calls"] == {"all_reduce": 1, "reduce": 1}
+        assert got["after_mismatch"]["calls"] == STEADY_CALLS
 
 
 @pytest.mark.parametrize("case", ["mm_extra", "mm_reduce", "mm_later", "mm_dst"])
@@ -435,7 +455,8 @@ def test_a_declaration_mismatch_raises_on_every_rank_without_hanging(world: Any,
         assert entry["error"] is not None, (rank, case)
         assert entry["error"][0] == "LayoutMismatchError", entry["error"]
         assert entry["result"] is None
-        assert entry["calls"] == {"all_reduce": 1}  # raised after the first collective
+        # A checking step raises after the header; a steady one after its broadcast verdict.
+        assert entry["calls"] == (STEADY_CALLS if case == "mm_dst" else {"all_reduce": 1})
         assert entry["elapsed"] < 5.0  # detected, not timed out
     assert per_rank[0]["after_mismatch"]["error"] is None
     assert_matches(
@@ -460,5 +481,5 @@ def test_a_local_failure_on_one_rank_stops_every_rank_without_hanging(
         entry = got[case]
         want = "ValueError" if rank == culprit else "PeerFailedError"
         assert entry["error"] is not None and entry["error"][0] == want, (rank, entry["error"])
-        assert entry["calls"] == {"all_reduce": 1}
+        assert entry["calls"] == STEADY_CALLS  # the declarations were checked before
         assert entry["elapsed"] < 5.0

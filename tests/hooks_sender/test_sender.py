@@ -91,6 +91,32 @@ def test_samples_are_batched_by_size_with_unique_ordered_ids(client: Client) -> 
     assert counters == sorted(counters) and len(set(counters)) == len(msgs)
 
 
+def test_copy_columns_protects_columns_the_caller_changes_in_place(tmp_path: Path) -> None:
+    # A long poll interval: the sender thread reads the queue only at sync(), after the
+    # caller has already overwritten everything it passed.
+    client = offline(tmp_path, copy_columns=True, poll_interval=3600.0)
+    try:
+        reward, ids, correct = np.array([0.25, 0.75]), ["a", "b"], [1.0, 0.0]
+        metrics = {"correct": correct}
+        step_metrics = {"loss": 0.5}
+        client.log_samples(7, sample_id=ids, group_id="g", reward=reward, metrics=metrics)
+        client.log_step(7, step_metrics)
+        reward[:] = -1.0
+        ids[0] = "zzz"
+        correct[1] = 9.0
+        metrics["correct"] = [5.0, 5.0]
+        step_metrics["loss"] = 99.0
+        assert client.sync(5)
+        msgs = spooled(client)
+    finally:
+        client.close(timeout=0.1)
+    [samples] = [m for m in msgs if m["type"] == "samples"]
+    assert samples["reward"] == [0.25, 0.75] and samples["sample_id"] == ["a", "b"]
+    assert samples["metrics"] == {"correct": [1.0, 0.0]}
+    [step] = [m for m in msgs if m["type"] == "step"]
+    assert step["metrics"] == {"loss": 0.5}  # the step's dict is copied on every path
+
+
 def test_samples_are_sealed_by_time_without_a_flush(tmp_path: Path) -> None:
     fast = offline(tmp_path, flush_interval=0.2, spool_name="fast")
     slow = offline(tmp_path, flush_interval=30.0, spool_name="slow")
