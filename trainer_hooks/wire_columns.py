@@ -1,0 +1,236 @@
+"""Validation of the wire's structured parts: columnar `samples` messages (decoded straight
+into numpy columns) and `environments` declarations (PROTOCOL.md §1). Every problem is a
+`ProtocolError` naming the offending field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trainer_hooks.schema import (
+    _ID_TYPES,
+    _NULLABLE_NUMBER_TYPES,
+    DISCARD_REASONS,
+    MAX_ENVIRONMENTS,
+    MAX_ID_CHARS,
+    MAX_KEY_CHARS,
+    MAX_METRICS_PER_MESSAGE,
+    MAX_SAMPLES_PER_MESSAGE,
+    EnvironmentDecl,
+    ProtocolError,
+    Samples,
+    check_key,
+    opt_number,
+    require,
+    step_number,
+)
+
+# ---------------------------------------------------------------- environments
+
+
+def parse_environments(envs: Any, field: str) -> list[EnvironmentDecl]:
+    """Validate an `environments:` list (PROTOCOL.md §1, environment shape)."""
+    if not isinstance(envs, list):
+        raise ProtocolError("wrong_type", field, "environments must be a list")
+    if len(envs) > MAX_ENVIRONMENTS:
+        raise ProtocolError("too_many", field, f"more than {MAX_ENVIRONMENTS} environments")
+    out: list[EnvironmentDecl] = []
+    seen: set[str] = set()
+    for i, env in enumerate(envs):
+        where = f"{field}[{i}]"
+        if not isinstance(env, dict):
+            raise ProtocolError("wrong_type", where, "an environment must be an object")
+        name = check_key(env.get("name"), f"{where}.name", kind="environment name")
+        if name in seen:
+            raise ProtocolError("invalid", f"{where}.name", f"environment {name!r} is repeated")
+        seen.add(name)
+        lo = opt_number(env, "reward_min") if "reward_min" in env else None
+        hi = opt_number(env, "reward_max") if "reward_max" in env else None
+        _check_bounds(lo, hi, f"{where}.reward_max")
+        out.append(EnvironmentDecl(
+            name=name,
+            weight=_field_number(env, "weight", where),
+            reward_min=lo,
+            reward_max=hi,
+            metrics_ranges=_metrics_ranges(env.get("metrics_ranges"), f"{where}.metrics_ranges"),
+        ))
+    return out
+
+
+def _field_number(obj: dict[str, Any], name: str, where: str) -> float | None:
+    try:
+        return opt_number(obj, name)
+    except ProtocolError as exc:
+        raise ProtocolError(exc.code, f"{where}.{name}", exc.message) from None
+
+
+def _check_bounds(lo: float | None, hi: float | None, where: str) -> None:
+    if lo is not None and hi is not None and not lo < hi:
+        raise ProtocolError("invalid", where, f"max ({hi}) must be greater than min ({lo})")
+
+
+def _metrics_ranges(ranges: Any, where: str) -> dict[str, dict[str, Any]]:
+    if ranges is None:
+        return {}
+    if not isinstance(ranges, dict):
+        raise ProtocolError("wrong_type", where, "metrics_ranges must be an object")
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in ranges.items():
+        at = f"{where}.{name}"
+        check_key(name, at, kind="metric name")
+        if not isinstance(spec, dict):
+            raise ProtocolError("wrong_type", at, "a metric range must be an object")
+        lo = _field_number(spec, "min", at)
+        hi = _field_number(spec, "max", at)
+        _check_bounds(lo, hi, f"{at}.max")
+        invert = spec.get("invert", False)
+        if not isinstance(invert, bool):
+            raise ProtocolError("wrong_type", f"{at}.invert", "invert must be true or false")
+        out[name] = {"min": lo, "max": hi, "invert": invert}
+    return out
+
+
+# ---------------------------------------------------------------- samples (columnar)
+
+
+def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Samples:
+    reward_list = require(obj, "reward")
+    if not isinstance(reward_list, list):
+        raise ProtocolError("wrong_type", "reward", "reward must be a list")
+    n = len(reward_list)
+    if n == 0:
+        raise ProtocolError("invalid", "reward", "a samples message needs at least one sample")
+    if n > MAX_SAMPLES_PER_MESSAGE:
+        raise ProtocolError(
+            "too_many", "reward", f"{n} samples; the limit is {MAX_SAMPLES_PER_MESSAGE}"
+        )
+    step_value = require(obj, "step")
+    if isinstance(step_value, list):
+        step = _int_column(step_value, "step", n)
+    else:
+        step = np.full(n, step_number(step_value, "step"), dtype=np.int64)
+    discard = _str_column(obj, "discard_reason", n, allow_scalar=True)
+    if discard is None:
+        discard = np.full(n, "", dtype="<U1")
+    else:
+        bad = ~np.isin(discard, ("",) + DISCARD_REASONS)
+        if bad.any():
+            raise ProtocolError(
+                "invalid", "discard_reason",
+                f"unknown discard reason {str(discard[bad][0])!r}; expected null or one of "
+                f"{DISCARD_REASONS}",
+            )
+    env = _str_column(obj, "env", n, allow_scalar=True)
+    return Samples(
+        mid, mtype, run, n,
+        step=step,
+        sample_id=_id_column(obj, "sample_id", n),
+        group_id=_id_column(obj, "group_id", n),
+        reward=_float_column(reward_list, "reward", n),
+        env=np.full(n, "", dtype="<U1") if env is None else env,
+        advantage=_opt_float_column(obj, "advantage", n),
+        prompt_tokens=_opt_float_column(obj, "prompt_tokens", n),
+        completion_tokens=_opt_float_column(obj, "completion_tokens", n),
+        stop_reason=_str_column(obj, "stop_reason", n, allow_scalar=False),
+        off_policy_steps=_opt_float_column(obj, "off_policy_steps", n),
+        discard_reason=discard,
+        time=_opt_float_column(obj, "time", n),
+        metrics=_metric_columns(obj.get("metrics"), n),
+    )
+
+
+def _check_list(values: Any, name: str, n: int) -> list[Any]:
+    if not isinstance(values, list):
+        raise ProtocolError("wrong_type", name, f"{name} must be a list")
+    if len(values) != n:
+        raise ProtocolError(
+            "length_mismatch", name, f"{name} has {len(values)} values; reward has {n}"
+        )
+    return values
+
+
+def _float_column(values: Any, name: str, n: int) -> np.ndarray:
+    values = _check_list(values, name, n)
+    # map(type) runs in C; it keeps bools and numeric strings out, which numpy would coerce.
+    if not set(map(type, values)) <= _NULLABLE_NUMBER_TYPES:
+        raise ProtocolError("wrong_type", name, f"{name} must hold numbers or nulls")
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except OverflowError:
+        raise ProtocolError("invalid", name, f"{name} holds a number out of range") from None
+    arr[~np.isfinite(arr)] = np.nan
+    return arr
+
+
+def _opt_float_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray | None:
+    values = obj.get(name)
+    return None if values is None else _float_column(values, name, n)
+
+
+def _int_column(values: Any, name: str, n: int) -> np.ndarray:
+    values = _check_list(values, name, n)
+    if set(map(type, values)) != {int}:
+        raise ProtocolError("wrong_type", name, f"{name} must hold integers")
+    try:
+        arr = np.array(values, dtype=np.int64)
+    except OverflowError:
+        raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
+    if arr.min() < 0:
+        raise ProtocolError("invalid", name, f"{name} must be ≥ 0")
+    return arr
+
+
+def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
+    values = _check_list(require(obj, name), name, n)
+    kinds = set(map(type, values))
+    if not kinds <= _ID_TYPES:
+        raise ProtocolError("wrong_type", name, f"{name} must hold strings or integers")
+    if kinds == {int}:  # kept as integers: sorting and grouping them is much cheaper
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
+    arr = np.array(values, dtype=str)
+    if arr.dtype.itemsize // 4 > MAX_ID_CHARS:
+        raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_ID_CHARS} chars")
+    return arr
+
+
+def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool) -> np.ndarray | None:
+    values = obj.get(name)
+    if values is None:
+        return None
+    if allow_scalar and isinstance(values, str):
+        return np.full(n, values)
+    values = _check_list(values, name, n)
+    kinds = set(map(type, values))
+    if not kinds <= {str, type(None)}:
+        raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
+    if type(None) in kinds:
+        objects = np.array(values, dtype=object)
+        objects[np.equal(objects, None)] = ""
+        arr = objects.astype(str)
+    else:
+        arr = np.array(values, dtype=str)
+    if arr.dtype.itemsize // 4 > MAX_KEY_CHARS:
+        raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_KEY_CHARS} chars")
+    return arr
+
+
+def _metric_columns(metrics: Any, n: int) -> dict[str, np.ndarray]:
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, dict):
+        raise ProtocolError("wrong_type", "metrics", "metrics must be an object of columns")
+    if len(metrics) > MAX_METRICS_PER_MESSAGE:
+        raise ProtocolError("too_many", "metrics", f"more than {MAX_METRICS_PER_MESSAGE} metrics")
+    out: dict[str, np.ndarray] = {}
+    for name, values in metrics.items():
+        field = f"metrics.{name}" if isinstance(name, str) else "metrics"
+        check_key(name, field, kind="metric name")
+        out[name] = _float_column(values, field, n)
+    return out
+
+
