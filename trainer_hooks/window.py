@@ -93,20 +93,13 @@ class StepWindow:
         NaN/±Inf are dropped and counted. Raises UnknownMetricError for an undeclared name,
         TypeError/ValueError for a value the spec cannot take.
         """
-        spec = self._spec(name)
-        number = _coerce(spec, value)
-        if number is None:
-            self._nonfinite[name] = self._nonfinite.get(name, 0) + 1
-            self._dropped.add(name)
-            return
-        self._pending.setdefault(name, []).append(number)
+        self._add(self._spec(name), name, value)
 
     def add_many(self, values: Mapping[str, Any]) -> None:
         """`add` every item; names are all checked first, so an unknown one adds nothing."""
-        for name in values:
-            self._spec(name)
-        for name, value in values.items():
-            self.add(name, value)
+        specs = [self._spec(name) for name in values]
+        for spec, (name, value) in zip(specs, values.items(), strict=True):
+            self._add(spec, name, value)
 
     def end_chunk(self) -> None:
         """Close the open chunk (an empty chunk still counts toward chunk ordinals)."""
@@ -195,6 +188,18 @@ class StepWindow:
                 f"metric {name!r} is not declared in this StepWindow (declared: {shown}{more})"
             )
         return spec
+
+    def _add(self, spec: MetricSpec, name: str, value: Any) -> None:
+        number = _coerce(spec, value)
+        if number is None:
+            self._nonfinite[name] = self._nonfinite.get(name, 0) + 1
+            self._dropped.add(name)
+            return
+        pending = self._pending.get(name)
+        if pending is None:
+            self._pending[name] = [number]
+        else:
+            pending.append(number)
 
     def _chunk_weights(self) -> dict[str, float | None]:
         """Each pending weighted metric's chunk weight (None: the weight was non-finite).
@@ -287,6 +292,8 @@ _MAX_EXACT = 2**53
 
 def _coerce(spec: MetricSpec, value: Any) -> Number | None:
     """The value as a Python number, or None when it is NaN/±Inf (dropped and counted)."""
+    if type(value) is float and not spec.integer:  # the common case, without ABC checks
+        return value if math.isfinite(value) else None
     if hasattr(value, "item") and not isinstance(value, numbers.Number | bool):
         value = value.item()  # 0-d torch tensors; numpy scalars take the branches below too
     if isinstance(value, bool):
@@ -300,7 +307,7 @@ def _coerce(spec: MetricSpec, value: Any) -> Number | None:
 
 
 def _coerce_int(spec: MetricSpec, value: Any) -> int | None:
-    if isinstance(value, numbers.Integral):
+    if type(value) is int or isinstance(value, numbers.Integral):
         number = int(value)
     elif isinstance(value, numbers.Real):
         as_float = float(value)
