@@ -1,4 +1,5 @@
-"""After commit: publish new points to the run's channel group `run.<id>`."""
+"""After commit: publish new points to the run's channel group `run.<id>`; while a backlog is
+re-aggregated, its progress."""
 
 from __future__ import annotations
 
@@ -25,4 +26,14 @@ async def publish(outcome: Outcome) -> None:
         "points": outcome.points,
         "series": outcome.new_series,
         "info": outcome.run,
+    })
+
+
+async def publish_progress(run_id: int, pending: int) -> None:
+    """Tell live pages how many of a run's steps still await (re-)aggregation."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    await layer.group_send(group_name(run_id), {
+        "type": "run.progress", "run": run_id, "pending": pending,
     })

@@ -13,9 +13,11 @@ import asyncio
 import logging
 import multiprocessing
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 from channels.db import database_sync_to_async
@@ -26,6 +28,7 @@ from ingest import broadcast
 from ingest.aggregate import aggregate_blobs
 from ingest.compact import compact_run
 from ingest.models import Run, Series, StepState
+from ingest.reads import pending_steps
 from ingest.samples import EnvRanges, SeriesKey
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, env_ranges, publish_series_pks
@@ -35,6 +38,8 @@ log = logging.getLogger(__name__)
 STEPS_PER_PASS = 32
 QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
 MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
+PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
+T = TypeVar("T")
 
 
 @dataclass
@@ -119,18 +124,34 @@ def materialize(run_id: int) -> Outcome | None:
     return write_results(run_id, results) if results else None
 
 
-def materialize_all(run_id: int | None = None, max_passes: int = 10_000) -> list[Outcome]:
+def materialize_pass(run_id: int) -> tuple[Outcome | None, int]:
+    """One pass, and the steps still dirty after it (0 when nothing was dirty)."""
+    outcome = materialize(run_id)
+    return outcome, 0 if outcome is None else pending_steps(run_id)
+
+
+def compact(run_id: int) -> None:
+    while compact_run(run_id):
+        pass
+
+
+def materialize_all(run_id: int | None = None, max_passes: int = 10_000,
+                    progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
     """Materialize until nothing is dirty (for one run, or all runs), then compact the
-    snapshots of series that need it."""
+    snapshots of series that need it. `progress(run_id, steps_left)` is called after every
+    pass."""
     outcomes = []
     for rid in [run_id] if run_id is not None else dirty_runs():
         for _ in range(max_passes):
-            outcome = materialize(rid)
+            outcome, left = materialize_pass(rid)
             if outcome is None:
                 break
             outcomes.append(outcome)
-        while compact_run(rid):
-            pass
+            if progress is not None:
+                progress(rid, left)
+            if not left:
+                break
+        compact(rid)
     return outcomes
 
 
@@ -181,8 +202,6 @@ class Materializer:
             self.task = asyncio.ensure_future(self._loop())
 
     async def _loop(self) -> None:
-        run = database_sync_to_async(materialize_all, thread_sensitive=False,
-                                     executor=self.executor)
         while self.pending:
             await asyncio.sleep(QUIET_SECONDS)
             now = time.monotonic()
@@ -191,12 +210,35 @@ class Materializer:
             for run_id in ready:
                 del self.pending[run_id]
                 try:
-                    outcomes = await run(run_id)
+                    for rid in [run_id] if run_id is not None else await self._call(dirty_runs):
+                        await self._drain(rid)
                 except Exception:  # keep serving; the dirty flags stay for the next sweep
                     log.exception("materializing run %s failed", run_id)
-                    continue
-                for outcome in outcomes:
-                    await broadcast.publish(outcome)
+
+    async def _drain(self, run_id: int) -> None:
+        """Pass after pass until the run has no dirty step, publishing each pass's points as
+        it commits. A backlog (say, after a range change) also publishes its progress, at
+        most every PROGRESS_SECONDS, then 0 when done."""
+        reported_at = None
+        while True:
+            outcome, left = await self._call(materialize_pass, run_id)
+            if outcome is None:
+                break
+            await broadcast.publish(outcome)
+            now = time.monotonic()
+            if left and (reported_at is None or now - reported_at >= PROGRESS_SECONDS):
+                await broadcast.publish_progress(run_id, left)
+                reported_at = now
+            if not left:
+                break
+        if reported_at is not None:
+            await broadcast.publish_progress(run_id, 0)
+        await self._call(compact, run_id)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` on the materializer's own thread (its own database connection)."""
+        return await database_sync_to_async(fn, thread_sensitive=False,
+                                            executor=self.executor)(*args)
 
 
 MATERIALIZER = Materializer()

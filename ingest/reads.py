@@ -17,7 +17,7 @@ from django.db import connection
 from ingest.compact import Arrays, group_rows, load, merge
 from ingest.downsample import clip_steps, downsample
 from ingest.models import Environment, Run, Series
-from ingest.store import catalog_entry
+from ingest.store import catalog_entry, run_info
 
 CACHE_MAX_POINTS = 8_000_000
 
@@ -181,3 +181,25 @@ def changes_since(run_id: int, after_seq: int, limit: int) -> tuple[dict[str, An
     points = {sids[pk]: {"step": a[0], "time": a[1], "value": a[2]}
               for pk, a in grouped.items()}
     return points, seq
+
+
+def pending_steps(run_id: int) -> int:
+    """Steps of a run waiting to be (re-)aggregated (after a range change: all of them)."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM ingest_stepstate WHERE dirty AND run_id = %s",
+                    [run_id])
+        return int(cur.fetchone()[0])
+
+
+def runs_with_pending(run_ids: list[int]) -> list[int]:
+    """Those of `run_ids` with steps waiting to be (re-)aggregated."""
+    marks = ", ".join(["%s"] * len(run_ids))
+    with connection.cursor() as cur:
+        cur.execute("SELECT DISTINCT run_id FROM ingest_stepstate WHERE dirty"
+                    f" AND run_id IN ({marks})", run_ids)
+        return [row[0] for row in cur.fetchall()]
+
+
+def run_detail(run: Run) -> dict[str, Any]:
+    """`run_info` plus what only a single run's page needs: its re-aggregation backlog."""
+    return {**run_info(run), "pending_steps": pending_steps(run.pk)}

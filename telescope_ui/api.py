@@ -46,7 +46,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             return _bad("color", "color must look like #rrggbb")
         run.color = color
         run.save(update_fields=["color"])
-    return _json(run_info(run))
+    return _json(reads.run_detail(run))
 
 
 def _is_hex_color(value: str) -> bool:

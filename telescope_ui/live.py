@@ -6,8 +6,10 @@ snapshot it loaded), `{"type": "unsubscribe", "run": ID}`, `{"type": "resync", "
 Server → client: `{"type": "delta", "run", "from_seq", "seq", "points": {sid: {step, time,
 value}}, "series": [new catalog entries]}` — apply only when `from_seq` equals the last seq
 applied, else ask for a resync; a null value withdraws a point. `{"type": "run", "run", "info"}`
-when a run's status or last step changes; `{"type": "reset", "run"}` when the gap is too large
-to replay (reload the snapshot). Deltas are coalesced to at most one per interval per run.
+when a run's status or last step changes; `{"type": "progress", "run", "pending"}` while a
+backlog of steps is (re-)aggregated (0 when done); `{"type": "reset", "run"}` when the gap is
+too large to replay (reload the snapshot). Deltas are coalesced to at most one per interval per
+run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from django.conf import settings
 from ingest.broadcast import group_name
 from ingest.materialize import MATERIALIZER
 from ingest.models import Run
-from ingest.reads import changes_since
+from ingest.reads import changes_since, runs_with_pending
 
 MAX_REPLAY_POINTS = 50_000
 MAX_SUBSCRIPTIONS = 64
@@ -38,14 +40,17 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.last_flush = 0.0
         self.interval = settings.TELESCOPE_LIVE_INTERVAL_MS / 1000
         await self.accept()
-        # Sweep steps left dirty by a crash or by `declare_ranges` run from the command line.
+        # Sweep steps left dirty by a crash or by `declare_ranges` run from the command line,
+        # now and, for the watched runs, as long as the page stays.
         MATERIALIZER.kick(None)
+        self.sweeper = asyncio.ensure_future(self._sweep(settings.TELESCOPE_SWEEP_MS / 1000))
 
     async def disconnect(self, code: int) -> None:
         for run_id in list(self.last_seq):
             await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
         if self.flush_task:
             self.flush_task.cancel()
+        self.sweeper.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -102,6 +107,20 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.flush_task is None or self.flush_task.done():
             delay = max(0.0, self.last_flush + self.interval - time.monotonic())
             self.flush_task = asyncio.ensure_future(self._flush_later(delay))
+
+    async def _sweep(self, every: float) -> None:
+        """Hand the watched runs' dirty steps to the materializer (it ignores clean runs)."""
+        while True:
+            await asyncio.sleep(every)
+            if self.last_seq:
+                for run_id in await database_sync_to_async(runs_with_pending)(list(self.last_seq)):
+                    MATERIALIZER.kick(run_id)
+
+    async def run_progress(self, event: dict[str, Any]) -> None:
+        """A backlog of a watched run's steps is being (re-)aggregated: steps left."""
+        if event["run"] in self.last_seq:
+            await self._send({"type": "progress", "run": event["run"],
+                              "pending": event["pending"]})
 
     async def _flush_later(self, delay: float) -> None:
         """Send what is pending, at most once per interval, until nothing is (events that

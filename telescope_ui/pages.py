@@ -16,7 +16,6 @@ from django.views.decorators.http import require_GET
 
 from ingest import reads
 from ingest.models import Run
-from ingest.store import run_info
 
 # The Metrics page's ES modules, preloaded so the browser fetches them in parallel rather than
 # discovering them import by import.
@@ -37,8 +36,8 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
     view = "custom" if request.GET.get("view") == "custom" else "all"
     # The catalog rides along with the page: the charts can be laid out without a round trip.
-    context = {"run": run, "view": view, "run_info": run_info(run), "catalog": reads.catalog(run),
-               "modules": METRICS_MODULES}
+    context = {"run": run, "view": view, "run_info": reads.run_detail(run),
+               "catalog": reads.catalog(run), "modules": METRICS_MODULES}
     return render(request, "metrics.html", context)
 
 

@@ -131,6 +131,9 @@ TELESCOPE_MAX_MESSAGE_BYTES = envint("TELESCOPE_MAX_MESSAGE_BYTES", 8 * 1024 * 1
 TELESCOPE_MAX_MESSAGES_PER_SECOND = envint("TELESCOPE_MAX_MESSAGES_PER_SECOND", 2000)
 TELESCOPE_RATE_BURST = envint("TELESCOPE_RATE_BURST", 4000)
 TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)
+# While a page is open, how often its runs are checked for steps left dirty by another process
+# (e.g. `manage.py declare_ranges`), which this server then re-aggregates.
+TELESCOPE_SWEEP_MS = envint("TELESCOPE_SWEEP_MS", 3000)
 # Processes that aggregate samples per step (0 = on the server's own materializer thread).
 # `python -m telescope_ui.serve` defaults to 1; in-process callers (tests, commands) to 0.
 TELESCOPE_AGGREGATE_WORKERS = envint("TELESCOPE_AGGREGATE_WORKERS", 0)

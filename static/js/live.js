@@ -98,6 +98,8 @@ export class LiveClient {
       if (this.runs.has(run) && this.handlers.reset) this.handlers.reset(run);
     } else if (msg.type === 'run') {
       if (this.handlers.run) this.handlers.run(run, msg.info);
+    } else if (msg.type === 'progress') {
+      if (this.handlers.run) this.handlers.run(run, { pending_steps: msg.pending });
     }
   }
 

@@ -69,6 +69,8 @@ export class RunBar {
     parts.status.className = `badge ${live ? 'live' : info.status}`;
     parts.status.textContent = live ? 'live' : info.status;
     parts.step.textContent = info.last_step === null || info.last_step === undefined ? 'no steps' : `step ${info.last_step}`;
+    parts.progress.hidden = !(info.pending_steps > 0);
+    parts.progress.textContent = progressText(info.pending_steps);
     if (document.activeElement !== parts.color) parts.color.value = store.color;
   }
 
@@ -86,14 +88,22 @@ export class RunBar {
     });
     const status = h('span', { class: 'badge' });
     const step = h('span', { class: 'muted step' });
-    store.chipParts = { status, step, color };
+    // Steps re-aggregating after a range change: the charts are catching up.
+    const progress = h('span', { class: 'badge progress', role: 'status', hidden: true });
+    store.chipParts = { status, step, progress, color };
     const name = primary ? h('strong', {}, info.name) : h('a', { href: `/runs/${info.id}/metrics` }, info.name);
     const remove = primary ? null : h('button', { type: 'button', class: 'tool', 'aria-label': `Remove overlay ${info.name}`,
       onclick: () => this.page.removeRun(store.id) }, '×');
-    return h('li', { class: 'run-chip', dataset: { runId: String(info.id) } }, color, h('span', { class: 'muted' }, `${info.project} /`), name, status, step, remove);
+    return h('li', { class: 'run-chip', dataset: { runId: String(info.id) } }, color, h('span', { class: 'muted' }, `${info.project} /`), name, status, step, progress, remove);
   }
 
   setStatus(text) {
     this.status.textContent = text;
   }
+}
+
+/** The chip text for a run with `pending` steps waiting for (re-)aggregation. */
+export function progressText(pending) {
+  if (!(pending > 0)) return '';
+  return `updating aggregates · ${pending.toLocaleString('en-US')} step${pending === 1 ? '' : 's'} left`;
 }

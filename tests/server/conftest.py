@@ -69,3 +69,31 @@ def samples_msg(step: Any, rewards: list[Any], *, run: str = "r", mid: str = "s1
             "group_id": groups if groups is not None else [0] * n,
             "reward": rewards, **extra}
 
+
+ORIGIN = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")]
+
+
+class Page:
+    def __init__(self, comm: WebsocketCommunicator) -> None:
+        self.comm = comm
+
+    async def send(self, **msg: Any) -> None:
+        await self.comm.send_to(text_data=orjson.dumps(msg).decode())
+
+    async def recv(self) -> dict[str, Any]:
+        return orjson.loads(await self.comm.receive_from(timeout=10))
+
+    async def recv_delta(self) -> dict[str, Any]:
+        while True:
+            msg = await self.recv()
+            if msg["type"] == "delta":
+                return msg
+
+
+@pytest.fixture
+async def page(transactional_db: None) -> AsyncIterator[Page]:
+    comm = WebsocketCommunicator(application, "/ws/live/", headers=ORIGIN)
+    connected, _ = await comm.connect()
+    assert connected
+    yield Page(comm)
+    await comm.disconnect()

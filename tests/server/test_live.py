@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -15,38 +13,9 @@ from ingest import reads
 from ingest.models import Run
 from ingest.series_ids import series_id
 from telescope_ui.asgi import application
-from tests.server.conftest import Trainer, step_msg
+from tests.server.conftest import Page, Trainer, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-ORIGIN = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")]
-
-
-class Page:
-    def __init__(self, comm: WebsocketCommunicator) -> None:
-        self.comm = comm
-
-    async def send(self, **msg: Any) -> None:
-        await self.comm.send_to(text_data=orjson.dumps(msg).decode())
-
-    async def recv(self) -> dict[str, Any]:
-        return orjson.loads(await self.comm.receive_from(timeout=10))
-
-    async def recv_delta(self) -> dict[str, Any]:
-        while True:
-            msg = await self.recv()
-            if msg["type"] == "delta":
-                return msg
-
-
-@pytest.fixture
-async def page(transactional_db: None) -> AsyncIterator[Page]:
-    comm = WebsocketCommunicator(application, "/ws/live/", headers=ORIGIN)
-    connected, _ = await comm.connect()
-    assert connected
-    yield Page(comm)
-    await comm.disconnect()
-
 
 @database_sync_to_async
 def snapshot(run_name: str, sids: list[str]) -> tuple[int, dict[str, dict[int, float]]]:
