@@ -16,12 +16,13 @@ from django.views.decorators.http import require_GET
 
 from ingest import reads
 from ingest.models import Run
+from telescope_ui.layouts import layout_of
 
 # The Metrics page's ES modules, preloaded so the browser fetches them in parallel rather than
 # discovering them import by import.
 METRICS_MODULES = [f"js/{name}.js" for name in (
-    "metrics", "api", "catalog", "chart", "controls", "dom", "live", "prefs", "runbar",
-    "scheduler", "sketch", "store", "text", "traces", "transforms", "view")]
+    "metrics", "api", "catalog", "chart", "controls", "custom", "dom", "layout", "live", "prefs",
+    "runbar", "scheduler", "sketch", "store", "text", "traces", "transforms", "view")]
 
 
 @require_GET
@@ -37,7 +38,8 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     view = "custom" if request.GET.get("view") == "custom" else "all"
     # The catalog rides along with the page: the charts can be laid out without a round trip.
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
-               "catalog": reads.catalog(run), "modules": METRICS_MODULES}
+               "catalog": reads.catalog(run), "modules": METRICS_MODULES,
+               "layout": layout_of(run) if view == "custom" else None}
     return render(request, "metrics.html", context)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from ingest import views as ingest_views
-from telescope_ui import api, pages
+from telescope_ui import api, layouts, pages
 
 urlpatterns = [
     path("", pages.runs_page, name="runs"),
@@ -15,4 +15,5 @@ urlpatterns = [
     path("api/runs/<int:run_id>", api.run_detail, name="api-run"),
     path("api/runs/<int:run_id>/catalog", api.catalog, name="api-catalog"),
     path("api/runs/<int:run_id>/series", api.series, name="api-series"),
+    path("api/runs/<int:run_id>/layout", layouts.layout, name="api-layout"),
 ]

@@ -1,4 +1,5 @@
-// The read API (PROTOCOL.md §4) and the one page write (run colour, CSRF-protected).
+// The read API (PROTOCOL.md §4) and the page writes (run colour, Custom view layout; both
+// CSRF-protected).
 
 export class HttpError extends Error {
   constructor(status, body) {
@@ -42,6 +43,15 @@ export function setRunColor(id, color) {
     method: 'PATCH',
     headers: { 'Content-Type': 'application/json', 'X-CSRFToken': cookie('csrftoken') },
     body: JSON.stringify({ color }),
+  });
+}
+
+/** Save the Custom view layout of the run's project; resolves to the stored layout. */
+export function saveLayout(runId, layout) {
+  return getJSON(`/api/runs/${encodeURIComponent(runId)}/layout`, {
+    method: 'PUT',
+    headers: { 'Content-Type': 'application/json', 'X-CSRFToken': cookie('csrftoken') },
+    body: JSON.stringify(layout),
   });
 }
 

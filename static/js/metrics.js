@@ -1,9 +1,11 @@
-// The Metrics page (All view): loads the runs' catalogs, lays out charts, keeps them live from
-// `/ws/live/`, and applies the page controls. Entry point of templates/metrics.html.
+// The Metrics page (All view, or the Custom view with `?view=custom`): loads the runs' catalogs,
+// lays out charts, keeps them live from `/ws/live/`, and applies the page controls. Entry point
+// of templates/metrics.html.
 
 import { getRun } from './api.js';
 import { siblingKey, wantsBand } from './catalog.js';
 import { Controls } from './controls.js';
+import { CustomView } from './custom.js';
 import { firstMetricsHelp, h, runColor, themeColors } from './dom.js';
 import { LiveClient } from './live.js';
 import { ChartPrefs } from './prefs.js';
@@ -43,7 +45,12 @@ class MetricsPage {
     this.maxPoints = null;
     this.controls = new Controls(document.getElementById('controls'), (s, field) => this.onControls(field));
     this.settings = this.controls.settings;
-    this.view = new AllView(this.root, this);
+    if (this.root.dataset.view === 'custom') {
+      this.view = new CustomView(this.root, this, JSON.parse(document.getElementById('run-layout').textContent));
+      this.prefs = this.view.prefs; // chart settings live in the layout, on the server
+    } else {
+      this.view = new AllView(this.root, this);
+    }
     this.runbar = new RunBar(document.getElementById('runbar'), this);
     this.empty = document.getElementById('empty');
     this.live = new LiveClient({
@@ -53,6 +60,14 @@ class MetricsPage {
       run: (run, info) => this.onRunInfo(run, info),
       status: (text) => this.runbar.setStatus(text === 'live' ? '● live' : 'reconnecting…'),
     });
+    for (const tab of document.querySelectorAll('.view-tabs a')) {
+      tab.addEventListener('click', (ev) => { // switch views, keeping the overlaid runs
+        ev.preventDefault();
+        const url = new URL(location.href);
+        url.searchParams.set('view', tab.dataset.view);
+        location.assign(url);
+      });
+    }
     this.themeCache = null;
     matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
       this.themeCache = null;
@@ -197,7 +212,7 @@ class MetricsPage {
   }
 
   updateEmpty() {
-    const none = this.view.charts.size === 0;
+    const none = !this.view.hasEntries();
     if (none && this.empty.hidden) {
       const info = this.runs[0]?.info;
       this.empty.replaceChildren(h('h2', {}, 'Waiting for the first metrics'),

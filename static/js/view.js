@@ -114,6 +114,10 @@ export class AllView {
     }
   }
 
+  hasEntries() {
+    return this.charts.size > 0;
+  }
+
   visibleCount() {
     let n = 0;
     for (const c of this.charts.values()) if (!c.el.hidden) n++;
