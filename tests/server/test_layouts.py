@@ -3,10 +3,12 @@ and served with the page."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import orjson
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from ingest.models import Project
@@ -93,3 +95,15 @@ def test_saving_needs_the_csrf_token_and_a_real_run() -> None:
                           headers=headers)
     assert bad_json.status_code == 400 and bad_json.json()["field"] == "body"
     assert client.post(f"/api/runs/{run_id}/layout", {}, headers=headers).status_code == 405
+
+
+def test_the_demo_gives_its_project_a_starter_dashboard_of_existing_charts() -> None:
+    call_command("demo", "--steps", "6", stdout=io.StringIO())
+    run_id = next(r["id"] for r in Client().get("/api/runs").json()["runs"])
+    layout = Client().get(f"/api/runs/{run_id}/layout").json()
+    catalog = {e["id"] for e in Client().get(f"/api/runs/{run_id}/catalog").json()["series"]}
+    ids = [c["id"] for c in layout["charts"]]
+    assert layout["project"] == "demo" and len(ids) == 7
+    assert set(ids) <= catalog, set(ids) - catalog
+    call_command("demo", "--if-empty", stdout=io.StringIO())  # a second call changes nothing
+    assert len(Client().get("/api/runs").json()["runs"]) == 1

@@ -7,11 +7,25 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ingest.demo import demo_messages
 from ingest.materialize import materialize_all
 from ingest.models import Project, Run
+from ingest.series_ids import series_id
 from ingest.service import handle_object
+from telescope_ui.models import Layout
+
+# The Custom view a newcomer finds for the demo project: the charts one looks at first.
+STARTER_CHARTS = [
+    {"id": series_id("reward", "reward", "mean"), "wide": True},
+    {"id": series_id("step", "entropy")},
+    {"id": series_id("step", "kl_divergence_inference")},
+    {"id": series_id("step", "grad_norm")},
+    {"id": series_id("groups", "groups", "informative")},
+    {"id": series_id("rollouts", "completion_tokens", "mean")},
+    {"id": series_id("step", "timing_step_total")},
+]
 
 
 class Command(BaseCommand):
-    help = "Ingest a synthetic GRPO run (through the real ingest path) to look at."
+    help = ("Ingest a synthetic GRPO run (through the real ingest path) to look at, and give its "
+            "project a starter Custom view.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--project", default="demo")
@@ -33,5 +47,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"\rdemo: {i} messages", ending="")
                 self.stdout.flush()
         materialize_all()
+        Layout.objects.get_or_create(project=project, name="default", defaults={
+            "charts": [{"wide": False, "settings": {}, **c} for c in STARTER_CHARTS]})
         self.stdout.write(f"\rdemo: run {options['run']!r} with {steps} steps in project "
                           f"{project.name!r}")
