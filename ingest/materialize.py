@@ -217,8 +217,9 @@ class Materializer:
 
     async def _drain(self, run_id: int) -> None:
         """Pass after pass until the run has no dirty step, publishing each pass's points as
-        it commits. A backlog (say, after a range change) also publishes its progress, at
-        most every PROGRESS_SECONDS, then 0 when done."""
+        it commits. A backlog of more than a pass (say, after a range change; not the step a
+        live stream is writing) also publishes its progress, at most every PROGRESS_SECONDS,
+        then 0 when done."""
         reported_at = None
         while True:
             outcome, left = await self._call(materialize_pass, run_id)
@@ -226,7 +227,8 @@ class Materializer:
                 break
             await broadcast.publish(outcome)
             now = time.monotonic()
-            if left and (reported_at is None or now - reported_at >= PROGRESS_SECONDS):
+            backlog = left > STEPS_PER_PASS or (reported_at is not None and left)
+            if backlog and (reported_at is None or now - reported_at >= PROGRESS_SECONDS):
                 await broadcast.publish_progress(run_id, left)
                 reported_at = now
             if not left:

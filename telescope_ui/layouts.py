@@ -3,6 +3,9 @@
 GET returns the layout of the run's project (empty until first saved); PUT replaces it (a
 CSRF-protected page write). A layout is `{"charts": [{"id", "wide", "settings"}]}` in page
 order; every problem is a 400 naming the offending field, e.g. `charts[3].settings.logY`.
+A PUT may carry `"base"`: the `updated_at` of the layout it was edited from. When the stored
+layout has changed since (another page saved), it is refused with 409 and the current layout,
+so nobody's dashboard is overwritten unseen.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import math
 from typing import Any
 
 import orjson
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_http_methods
@@ -35,6 +39,9 @@ def clean_layout(body: Any) -> list[dict[str, Any]]:
     """The charts of a layout body, checked and normalized; LayoutError names the bad field."""
     if not isinstance(body, dict):
         raise LayoutError("body", "the body must be a JSON object")
+    base = body.get("base")
+    if base is not None and not isinstance(base, str):
+        raise LayoutError("base", "base must be the updated_at the layout was loaded with, or null")
     charts = body.get("charts")
     if not isinstance(charts, list):
         raise LayoutError("charts", "charts must be a list")
@@ -96,13 +103,21 @@ def layout(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
     if request.method == "PUT":
         try:
-            charts = clean_layout(orjson.loads(request.body))
+            body = orjson.loads(request.body)
+            charts = clean_layout(body)
         except orjson.JSONDecodeError:
             return _reply({"error": "the body must be JSON", "field": "body"}, 400)
         except LayoutError as exc:
             return _reply({"error": exc.message, "field": exc.field}, 400)
-        Layout.objects.update_or_create(project_id=run.project_id, name="default",
-                                        defaults={"charts": charts})
+        with transaction.atomic():
+            current = (Layout.objects.select_for_update()
+                       .filter(project_id=run.project_id, name="default").first())
+            stamp = current.updated_at.isoformat() if current else None
+            if "base" in body and body["base"] != stamp:
+                return _reply({"error": "the dashboard was changed elsewhere since it was loaded",
+                               "field": "base", "layout": layout_of(run)}, 409)
+            Layout.objects.update_or_create(project_id=run.project_id, name="default",
+                                            defaults={"charts": charts})
     return _reply(layout_of(run))
 
 

@@ -6,15 +6,16 @@ snapshot it loaded), `{"type": "unsubscribe", "run": ID}`, `{"type": "resync", "
 Server → client: `{"type": "delta", "run", "from_seq", "seq", "points": {sid: {step, time,
 value}}, "series": [new catalog entries]}` — apply only when `from_seq` equals the last seq
 applied, else ask for a resync; a null value withdraws a point. `{"type": "run", "run", "info"}`
-when a run's status or last step changes; `{"type": "progress", "run", "pending"}` while a
-backlog of steps is (re-)aggregated (0 when done); `{"type": "reset", "run"}` when the gap is
-too large to replay (reload the snapshot). Deltas are coalesced to at most one per interval per
-run.
+when a run's status or last step changes; `{"type": "progress", "run", "pending"}` on
+subscribe and while a backlog of steps is (re-)aggregated (0 when done); `{"type": "reset",
+"run"}` when the gap is too large to replay (reload the snapshot). Deltas are coalesced to at
+most one per interval per run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -26,7 +27,9 @@ from django.conf import settings
 from ingest.broadcast import group_name
 from ingest.materialize import MATERIALIZER
 from ingest.models import Run
-from ingest.reads import changes_since, runs_with_pending
+from ingest.reads import changes_since, pending_steps, runs_with_pending
+
+log = logging.getLogger(__name__)
 
 MAX_REPLAY_POINTS = 50_000
 MAX_SUBSCRIPTIONS = 64
@@ -34,6 +37,7 @@ MAX_SUBSCRIPTIONS = 64
 
 class LiveConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
+        self.sweeper: asyncio.Task[None] | None = None
         self.last_seq: dict[int, int] = {}
         self.pending: dict[int, list[dict[str, Any]]] = {}
         self.flush_task: asyncio.Task[None] | None = None
@@ -50,7 +54,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
         if self.flush_task:
             self.flush_task.cancel()
-        self.sweeper.cancel()
+        if self.sweeper:
+            self.sweeper.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -80,6 +85,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         await self.channel_layer.group_add(group_name(run_id), self.channel_name)
         await self._replay(run_id, after)
+        # The backlog now: a page rendered mid-backlog may have missed its final 0.
+        pending = await database_sync_to_async(pending_steps)(run_id)
+        await self._send({"type": "progress", "run": run_id, "pending": pending})
 
     async def _replay(self, run_id: int, after: int) -> None:
         """Send everything after `after` from the database (the source of truth)."""
@@ -112,9 +120,15 @@ class LiveConsumer(AsyncWebsocketConsumer):
         """Hand the watched runs' dirty steps to the materializer (it ignores clean runs)."""
         while True:
             await asyncio.sleep(every)
-            if self.last_seq:
-                for run_id in await database_sync_to_async(runs_with_pending)(list(self.last_seq)):
-                    MATERIALIZER.kick(run_id)
+            if not self.last_seq:
+                continue
+            try:
+                dirty = await database_sync_to_async(runs_with_pending)(list(self.last_seq))
+            except Exception:  # the database is away for a moment: try again next time
+                log.exception("live: sweeping for dirty steps failed")
+                continue
+            for run_id in dirty:
+                MATERIALIZER.kick(run_id)
 
     async def run_progress(self, event: dict[str, Any]) -> None:
         """A backlog of a watched run's steps is being (re-)aggregated: steps left."""

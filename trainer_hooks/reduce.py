@@ -241,7 +241,7 @@ def _local_row(window: StepWindow, layout: _Layout, comm: _Comm) -> np.ndarray:
         if state is None:
             continue  # absent: zero sums, -inf maxima and LAST priority
         if slot.sum_at >= 0:
-            _put_sum(row, slot, state)
+            _put_sum(row, slot, state, comm.world)
         elif slot.spec.reduce is Reduce.MAX:
             row[slot.max_at] = state.total
         elif slot.spec.reduce is Reduce.MIN:
@@ -253,14 +253,16 @@ def _local_row(window: StepWindow, layout: _Layout, comm: _Comm) -> np.ndarray:
     return row
 
 
-def _put_sum(row: np.ndarray, slot: _Slot, state: KeyState) -> None:
+def _put_sum(row: np.ndarray, slot: _Slot, state: KeyState, world: int) -> None:
     at = slot.sum_at
     if slot.spec.reduce is not Reduce.SUM:
         row[at], row[at + 1] = state.total, state.weight
     elif slot.spec.integer:
         high, low = divmod(int(state.total), _SPLIT)
-        if abs(high) >= _EXACT:
-            raise OverflowError(f"integer SUM {slot.spec.name!r} exceeds 2**85: {state.total}")
+        if abs(high) >= _EXACT // world:  # so the sum of every rank's high halves stays exact
+            raise OverflowError(
+                f"integer SUM {slot.spec.name!r} is too large to add up exactly over "
+                f"{world} ranks: {state.total} (the limit is 2**85 / ranks)")
         row[at], row[at + 1], row[at + 2] = high, low, 1.0
     else:
         row[at], row[at + 1] = state.total, 1.0

@@ -146,7 +146,7 @@ def _copy(x: Any) -> Any:
 def _copied_samples(entry: tuple[Any, ...]) -> tuple[Any, ...]:
     """A SAMPLES queue entry with every column copied (`copy_columns=True`)."""
     tag, step, sample_id, group_id, reward, env, metrics, optional, when = entry
-    return (tag, step, _copy(sample_id), _copy(group_id), _copy(reward), env,
+    return (tag, _copy(step), _copy(sample_id), _copy(group_id), _copy(reward), _copy(env),
             None if metrics is None else {k: _copy(v) for k, v in metrics.items()},
             tuple(_copy(x) for x in optional), _copy(when))
 

@@ -47,9 +47,10 @@ export function setRunColor(id, color) {
 }
 
 /** Save the Custom view layout of the run's project; resolves to the stored layout. */
-export function saveLayout(runId, layout) {
+export function saveLayout(runId, layout, { keepalive = false } = {}) {
   return getJSON(`/api/runs/${encodeURIComponent(runId)}/layout`, {
     method: 'PUT',
+    keepalive,
     headers: { 'Content-Type': 'application/json', 'X-CSRFToken': cookie('csrftoken') },
     body: JSON.stringify(layout),
   });

@@ -1,12 +1,14 @@
 // The Custom view: the project's own dashboard. A palette lists every metric of the runs shown;
 // charts are added from it (button or drag and drop), reordered by dragging a card's header
 // (or with its ← → buttons), made wide or removed. The layout, with each chart's settings, is
-// saved on the server for the whole project (debounced), so it fits every run of it.
+// saved on the server for the whole project (debounced), so it fits every run of it; a chart
+// added starts from the settings this browser keeps for it in the All view.
 
 import { saveLayout } from './api.js';
 import { defaultChartSettings } from './catalog.js';
 import { Chart } from './chart.js';
 import { h } from './dom.js';
+import { ChartPrefs } from './prefs.js';
 import { addChart, labelOfId, moveChart, normalizeLayout, removeChart, setSettings, setWide } from './layout.js';
 
 const SAVE_DELAY_MS = 400;
@@ -23,6 +25,10 @@ export class CustomView {
     this.root = root;
     this.page = page;
     this.layout = normalizeLayout(layout);
+    this.base = layout?.updated_at ?? null; // the stored version these edits start from
+    this.dirty = false;
+    this.saving = null;
+    addEventListener('pagehide', () => this.flush({ leaving: true }));
     this.entries = new Map(); // catalog entries of every run shown, by series id
     this.charts = new Map(); // series id -> Chart, for layout charts with a known entry
     this.cards = new Map(); // series id -> card element (a Chart's, or a placeholder)
@@ -33,6 +39,7 @@ export class CustomView {
       set: (entry, settings) => this.update(setSettings(this.layout.charts, entry.id, settings,
         defaultChartSettings(entry)), false),
     };
+    this.allViewPrefs = new ChartPrefs();
     this.build();
     this.renderBoard();
   }
@@ -98,7 +105,7 @@ export class CustomView {
 
   listEntry(entry) {
     const add = h('button', { type: 'button', class: 'tool add', 'aria-label': `Add ${entryTitle(entry)}`,
-      onclick: () => this.update(addChart(this.layout.charts, entry.id)) }, 'Add');
+      onclick: () => !this.item(entry.id) && this.place(entry.id, this.layout.charts.length) }, 'Add');
     const li = h('li', { class: 'palette-item', draggable: 'true', dataset: { metricId: entry.id } },
       h('span', { class: 'palette-label', title: entry.id }, entryTitle(entry),
         entry.kind === 'step' || !entry.stat ? null : h('span', { class: 'muted' }, ` ${entry.stat}`),
@@ -116,7 +123,7 @@ export class CustomView {
     const added = Boolean(this.item(id));
     li.classList.toggle('added', added);
     const btn = li.querySelector('button.add');
-    btn.disabled = added;
+    btn.setAttribute('aria-disabled', String(added)); // not `disabled`: it keeps the focus
     btn.textContent = added ? 'Added' : 'Add';
   }
 
@@ -130,7 +137,9 @@ export class CustomView {
       if (!this.cards.has(c.id)) this.mount(c.id);
       this.cards.get(c.id).classList.toggle('wide', c.wide);
     }
+    const focused = document.activeElement;
     this.board.replaceChildren(...this.layout.charts.map((c) => this.cards.get(c.id)));
+    if (focused && focused !== document.activeElement && focused.isConnected) focused.focus();
     this.hint.hidden = this.layout.charts.length > 0;
     for (const id of this.items.keys()) this.markListed(id);
     this.renumber();
@@ -184,13 +193,21 @@ export class CustomView {
       tool('Move earlier', '←', () => this.shift(id, -1)),
       tool('Move later', '→', () => this.shift(id, 1)),
       tool('Toggle wide', '⇔', () => this.update(setWide(this.layout.charts, id, !this.item(id)?.wide))),
-      tool('Remove', '×', () => this.update(removeChart(this.layout.charts, id))));
+      tool('Remove', '×', () => this.remove(id)));
     const head = card.querySelector('.chart-head');
     head.draggable = true;
     head.classList.add('drag-handle');
     head.addEventListener('dragstart', (ev) => this.dragStart(ev, id));
     card.addEventListener('dragover', (ev) => this.dragOver(ev, id));
     card.addEventListener('drop', (ev) => this.drop(ev, id));
+  }
+
+  remove(id) {
+    const at = this.layout.charts.findIndex((c) => c.id === id);
+    this.update(removeChart(this.layout.charts, id));
+    const next = this.layout.charts[Math.min(at, this.layout.charts.length - 1)];
+    const target = next ? this.cards.get(next.id)?.querySelector('.chart-tools .tool') : this.items.get(id)?.querySelector('button.add');
+    (target ?? this.list).focus?.();
   }
 
   shift(id, by) {
@@ -229,31 +246,71 @@ export class CustomView {
     if (targetId !== null) ev.stopPropagation();
     if (id === targetId) return;
     const at = targetId === null ? this.layout.charts.length : this.layout.charts.findIndex((c) => c.id === targetId);
-    this.update(addChart(this.layout.charts, id, at));
+    this.place(id, at);
+  }
+
+  /** Put `id` before index `at`: a move, or an addition that starts from the settings this
+   * browser keeps for the chart in the All view. */
+  place(id, at) {
+    const fresh = !this.item(id);
+    let charts = addChart(this.layout.charts, id, at);
+    const entry = this.entries.get(id);
+    if (fresh && entry) {
+      charts = setSettings(charts, id, this.allViewPrefs.get(entry), defaultChartSettings(entry));
+    }
+    this.update(charts);
   }
 
   // ------------------------------------------------------------ saving
 
   update(charts, rerender = true) {
-    if (charts === this.layout.charts) return;
+    const same = charts.length === this.layout.charts.length
+      && charts.every((c, i) => c === this.layout.charts[i]);
+    if (same) return; // e.g. the first chart moved earlier
     this.layout = { charts };
     if (rerender) {
       this.renderBoard();
       this.invalidateAll();
+      this.page.applyFilter(); // the chart count follows
     }
+    this.dirty = true;
+    this.failed = false;
     clearTimeout(this.saveTimer);
     this.status.textContent = 'Saving…';
-    this.saveTimer = setTimeout(() => this.save(), SAVE_DELAY_MS);
+    this.saveTimer = setTimeout(() => this.flush(), SAVE_DELAY_MS);
   }
 
-  async save() {
-    const runId = this.page.runs[0]?.id;
-    try {
-      await saveLayout(runId, this.layout);
-      this.status.textContent = 'Saved';
-    } catch (err) {
+  /**
+   * Save now if anything changed: one request at a time, based on the version last saved (a
+   * dashboard changed elsewhere meanwhile is refused, not overwritten). `leaving`: the page is
+   * going away, so the request must outlive it.
+   */
+  flush({ leaving = false } = {}) {
+    clearTimeout(this.saveTimer);
+    if (!this.dirty || this.conflict) return this.saving ?? Promise.resolve();
+    if (this.saving && !leaving) return this.saving.then(() => this.flush());
+    this.dirty = false;
+    const runId = Number(this.root.dataset.runId);
+    // Leaving during a save: its result never comes back, so this one cannot name a base.
+    const body = this.saving ? { charts: this.layout.charts } : { charts: this.layout.charts, base: this.base };
+    const request = saveLayout(runId, body, { keepalive: leaving }).then((saved) => {
+      this.base = saved.updated_at;
+      if (!this.dirty) this.status.textContent = 'Saved';
+    }, (err) => {
+      if (err.status === 409) {
+        this.conflict = true;
+        this.status.textContent = 'Not saved: this dashboard was changed elsewhere. Reload to see it.';
+        return;
+      }
+      this.dirty = true;
+      this.failed = true;
       const why = err.body?.error ? `${err.body.field}: ${err.body.error}` : err.message;
-      this.status.textContent = `Not saved (${why})`;
-    }
+      this.status.textContent = `Not saved (${why}); the next change retries.`;
+    }).finally(() => {
+      if (this.saving === request) this.saving = null;
+      if (this.dirty && !this.failed && !this.conflict) this.flush();
+    });
+    this.saving = request;
+    return request;
   }
 }

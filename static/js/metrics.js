@@ -61,11 +61,11 @@ class MetricsPage {
       status: (text) => this.runbar.setStatus(text === 'live' ? '● live' : 'reconnecting…'),
     });
     for (const tab of document.querySelectorAll('.view-tabs a')) {
-      tab.addEventListener('click', (ev) => { // switch views, keeping the overlaid runs
+      tab.addEventListener('click', async (ev) => {
+        if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
         ev.preventDefault();
-        const url = new URL(location.href);
-        url.searchParams.set('view', tab.dataset.view);
-        location.assign(url);
+        await this.view.flush?.(); // a layout edit of the last moment is saved first
+        location.assign(tab.href);
       });
     }
     this.themeCache = null;
@@ -176,6 +176,10 @@ class MetricsPage {
     if (overlay.length) url.searchParams.set('overlay', overlay.join(','));
     else url.searchParams.delete('overlay');
     history.replaceState(null, '', url);
+    for (const tab of document.querySelectorAll('.view-tabs a')) { // the other view, same runs
+      url.searchParams.set('view', tab.dataset.view);
+      tab.href = url.toString();
+    }
   }
 
   // ------------------------------------------------------------ catalog and charts

@@ -118,3 +118,36 @@ def test_a_chart_of_the_layout_appears_when_its_metric_first_arrives(page, dashb
     while page.query_selector(".board .chart.missing") is not None:
         assert time.monotonic() < deadline, "the placeholder stayed"
         time.sleep(0.05)
+
+
+def test_edits_are_saved_before_leaving_and_never_overwrite_a_newer_dashboard(page, dashboard):
+    dashboard.post([step("s1", n, {"entropy": 1.0 + n, "grad_norm": 2.0 + n}) for n in range(3)])
+    run_id = open_metrics(page, dashboard, "s1", "?view=custom")
+    page.wait_for_selector(item(GRAD))
+    page.click(f"{item(ENTROPY)} button.add")
+    page.click(f"{item(GRAD)} button.add")
+    saved(page, dashboard, run_id)
+    # Removing moves the focus on to the next chart, so the keyboard user is not lost.
+    page.focus(f"{card(ENTROPY)} button[title='Remove']")
+    page.keyboard.press("Enter")
+    assert board(page) == [GRAD]
+    assert page.evaluate("document.activeElement.closest('.chart')?.dataset.layoutId") == GRAD
+    # An edit in the last moment before switching views is saved, not dropped.
+    page.click(f"{card(GRAD)} button[title='Toggle wide']")
+    page.click(".view-tabs a[data-view='all']")
+    page.wait_for_url(lambda url: url.endswith("view=all"))
+    assert dashboard.get(f"/api/runs/{run_id}/layout")["charts"] == [
+        {"id": GRAD, "wide": True, "settings": {}}]
+
+    # Another page saves meanwhile: this page's next edit is refused and says so.
+    open_metrics(page, dashboard, "s1", "?view=custom")
+    page.wait_for_selector(card(GRAD))
+    page.evaluate("""async (runId) => {
+        const token = document.cookie.split('; ').find(c => c.startsWith('csrftoken=')).slice(10);
+        await fetch(`/api/runs/${runId}/layout`, {method: 'PUT', body: '{"charts": []}',
+          headers: {'X-CSRFToken': token, 'Content-Type': 'application/json'}});
+    }""", run_id)
+    page.click(f"{item(ENTROPY)} button.add")
+    page.wait_for_function(
+        "document.querySelector('.save-status').textContent.includes('changed elsewhere')")
+    assert dashboard.get(f"/api/runs/{run_id}/layout")["charts"] == []

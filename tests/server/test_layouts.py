@@ -76,6 +76,7 @@ def test_a_layout_is_saved_per_project_and_shared_by_its_runs() -> None:
     ({"charts": [{"id": "a", "settings": {"yMin": "0"}}]}, "charts[0].settings.yMin"),
     ({"charts": [{"id": "a", "settings": {"zoom": 2}}]}, "charts[0].settings.zoom"),
     ({"charts": [{"id": f"s{i}"} for i in range(301)]}, "charts"),
+    ({"charts": [], "base": 5}, "base"),
 ])
 def test_a_bad_layout_is_refused_naming_the_field(body: Any, field: str) -> None:
     run_id = make_run("a", "a1")
@@ -107,3 +108,20 @@ def test_the_demo_gives_its_project_a_starter_dashboard_of_existing_charts() -> 
     assert set(ids) <= catalog, set(ids) - catalog
     call_command("demo", "--if-empty", stdout=io.StringIO())  # a second call changes nothing
     assert len(Client().get("/api/runs").json()["runs"]) == 1
+
+
+def test_a_save_based_on_a_stale_layout_is_refused_with_the_current_one() -> None:
+    run_id = make_run("a", "a1")
+    client, headers = page_client(run_id)
+    first = put(client, run_id, {"charts": [], "base": None}, headers)  # nothing stored yet
+    assert first.status_code == 200
+    loaded = first.json()["updated_at"]
+    other = put(client, run_id, {**GOOD, "base": loaded}, headers)  # another page saves
+    assert other.status_code == 200
+    stale = put(client, run_id, {"charts": [{"id": "x"}], "base": loaded}, headers)
+    assert stale.status_code == 409 and stale.json()["field"] == "base"
+    assert [c["id"] for c in stale.json()["layout"]["charts"]] == [c["id"] for c in GOOD["charts"]]
+    again = put(client, run_id, {"charts": [{"id": "x"}], "base": other.json()["updated_at"]},
+                headers)
+    assert again.status_code == 200 and again.json()["charts"][0]["id"] == "x"
+    assert put(client, run_id, {"charts": []}, headers).status_code == 200  # no base: no check

@@ -37,6 +37,24 @@ def many_steps(run: str = "r") -> dict[str, Any]:
     return samples_msg(steps, rewards, run=run, mid="many", env="countdown", groups=groups)
 
 
+async def subscribe(page: Page, run_id: int) -> int:
+    """Subscribe from seq 0: the replay, then the run's backlog right now (returned)."""
+    await page.send(type="subscribe", run=run_id, after_seq=0)
+    assert (await page.recv())["type"] == "delta"
+    msg = await page.recv()
+    assert msg["type"] == "progress" and msg["run"] == run_id
+    return int(msg["pending"])
+
+
+async def progress_until_done(page: Page) -> list[int]:
+    progress: list[int] = []
+    while not progress or progress[-1] > 0:
+        msg = await page.recv()
+        if msg["type"] == "progress":
+            progress.append(msg["pending"])
+    return progress
+
+
 RANGES = {"v": 1, "id": "ranges-1", "type": "ranges", "run": "r",
           "environments": [{"name": "countdown", "reward_min": 0.0, "reward_max": 2.0}]}
 
@@ -46,16 +64,10 @@ async def test_a_range_change_reports_progress_to_live_pages_down_to_zero(
     assert (await trainer.send(many_steps()))["type"] == "ack"
     await settled()
     run_id = await database_sync_to_async(lambda: Run.objects.get(name="r").pk)()
-    await page.send(type="subscribe", run=run_id, after_seq=0)
-    assert (await page.recv())["type"] == "delta"  # the replay of what is there
+    assert await subscribe(page, run_id) == 0
     assert await all_max_groups(run_id) == {step: 1.0 for step in range(STEPS)}
     assert (await trainer.send(RANGES))["type"] == "ack"  # every step is dirty again
-    progress = []
-    while not progress or progress[-1] > 0:
-        msg = await page.recv()
-        if msg["type"] == "progress":
-            assert msg["run"] == run_id
-            progress.append(msg["pending"])
+    progress = await progress_until_done(page)
     assert progress[0] > 0 and progress[-1] == 0
     assert progress == sorted(progress, reverse=True)
     assert progress[0] < STEPS  # reported after the first pass, with what is left
@@ -64,29 +76,47 @@ async def test_a_range_change_reports_progress_to_live_pages_down_to_zero(
     assert await all_max_groups(run_id) == {step: 0.0 for step in range(STEPS)}
 
 
-async def test_steps_left_dirty_by_another_process_are_swept_while_a_page_watches(
-        trainer: Trainer, page: Page, settings: Any) -> None:
-    assert (await trainer.send(many_steps()))["type"] == "ack"
-    await settled()
-    run_id = await database_sync_to_async(lambda: Run.objects.get(name="r").pk)()
-    await page.comm.disconnect()  # reconnect with a short sweep interval
-    settings.TELESCOPE_SWEEP_MS = 200
+async def reconnect(page: Page, settings: Any, sweep_ms: int) -> None:
+    await page.comm.disconnect()
+    settings.TELESCOPE_SWEEP_MS = sweep_ms
     page.comm = WebsocketCommunicator(application, "/ws/live/", headers=ORIGIN)
     assert (await page.comm.connect())[0]
-    await page.send(type="subscribe", run=run_id, after_seq=0)
-    assert (await page.recv())["type"] == "delta"
-    # As `manage.py declare_ranges` does: the database changes, nobody tells this server.
+    await settled()  # the sweep every connection starts with is over
+
+
+async def declare_elsewhere(run_id: int) -> None:
+    """What `manage.py declare_ranges` does: the database changes, nobody tells this server."""
     run = await database_sync_to_async(Run.objects.get)(pk=run_id)
     envs = [EnvironmentDecl("countdown", reward_min=0.0, reward_max=2.0)]
     assert await database_sync_to_async(replace_environments)(run, envs)
-    progress = []
-    while not progress or progress[-1] > 0:
-        msg = await page.recv()
-        if msg["type"] == "progress":
-            progress.append(msg["pending"])
-    assert progress[0] > 0
+
+
+@pytest.mark.parametrize("sweep_ms", [200, 60_000])
+async def test_steps_left_dirty_by_another_process_are_swept_while_a_page_watches(
+        trainer: Trainer, page: Page, settings: Any, sweep_ms: int) -> None:
+    assert (await trainer.send(many_steps()))["type"] == "ack"
+    await settled()
+    run_id = await database_sync_to_async(lambda: Run.objects.get(name="r").pk)()
+    await reconnect(page, settings, sweep_ms)
+    assert await subscribe(page, run_id) == 0
+    await declare_elsewhere(run_id)
+    if sweep_ms > 1000:  # no sweep due yet: the steps wait
+        assert await page.comm.receive_nothing(timeout=1.0)
+        assert await database_sync_to_async(reads.pending_steps)(run_id) == STEPS
+        return
+    assert (await progress_until_done(page))[0] > 0
     await settled()
     assert await all_max_groups(run_id) == {step: 0.0 for step in range(STEPS)}
+
+
+async def test_a_page_that_subscribes_mid_backlog_learns_it(trainer: Trainer, page: Page,
+                                                           settings: Any) -> None:
+    assert (await trainer.send(many_steps()))["type"] == "ack"
+    await settled()
+    run_id = await database_sync_to_async(lambda: Run.objects.get(name="r").pk)()
+    await reconnect(page, settings, 60_000)
+    await declare_elsewhere(run_id)
+    assert await subscribe(page, run_id) == STEPS
 
 
 @database_sync_to_async
