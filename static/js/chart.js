@@ -154,7 +154,8 @@ export class Chart {
   draw() {
     const fig = this.figure();
     const Plotly = window.Plotly;
-    this.lastDraw = performance.now();
+    const startedAt = performance.now();
+    this.lastDraw = startedAt; // the scheduler's interval runs from the start of a draw
     let kind = 'plotly';
     if (!Plotly) {
       // Plotly is still loading: a quick canvas drawing until it is ready.
@@ -177,7 +178,7 @@ export class Chart {
     this.updateNote(fig);
     const primary = fig.prepared.find((p) => p.run.id === this.page.runs[0]?.id);
     document.dispatchEvent(new CustomEvent('telescope:drawn', {
-      detail: { id: this.id, kind, run: primary?.run.id ?? null, lastStep: primary?.step.at(-1) ?? null },
+      detail: { id: this.id, kind, run: primary?.run.id ?? null, lastStep: primary?.step.at(-1) ?? null, startedAt },
     }));
   }
 

@@ -95,7 +95,7 @@ def test_a_step_sent_over_the_websocket_appears_without_reload(page, dashboard):
         # However fast steps come, a chart redraws at most a few times per second.
         page.evaluate("""sid => { window.__draws = [];
             document.addEventListener('telescope:drawn', e => {
-              if (e.detail.id === sid) window.__draws.push(performance.now()); }); }""",
+              if (e.detail.id === sid) window.__draws.push(e.detail.startedAt); }); }""",
                       sid("entropy"))
         start = time.monotonic()
         for n in range(7, 47):
@@ -105,7 +105,7 @@ def test_a_step_sent_over_the_websocket_appears_without_reload(page, dashboard):
         draws = page.evaluate("window.__draws")
         assert len(draws) <= elapsed / 0.25 + 3, (len(draws), elapsed)
         gaps = [b - a for a, b in zip(draws, draws[1:], strict=False)]
-        assert all(g >= 240 for g in gaps), gaps
+        assert all(g >= 249 for g in gaps), gaps  # start to start: how long a draw takes varies
     finally:
         trainer.close()
     assert page.evaluate("window.__same_page") is True
