@@ -50,8 +50,10 @@ export class CustomView {
     this.hint = h('p', { class: 'board-hint muted' },
       'Your dashboard is empty. Drag metrics here from the list, or press Add.');
     this.board = h('div', { class: 'grid board', 'aria-label': 'Dashboard charts' });
-    this.board.addEventListener('dragover', (ev) => this.dragOver(ev, null));
-    this.board.addEventListener('drop', (ev) => this.drop(ev, null));
+    for (const zone of [this.board, this.hint]) { // free space: the chart goes last
+      zone.addEventListener('dragover', (ev) => this.dragOver(ev, null));
+      zone.addEventListener('drop', (ev) => this.drop(ev, null));
+    }
     const palette = h('aside', { class: 'palette', 'aria-label': 'Metrics' },
       h('h2', {}, 'Metrics'), h('p', { class: 'muted' }, 'Search with the box above.'), this.list);
     this.root.classList.add('custom');

@@ -291,7 +291,8 @@ class MetricsPage {
     if (!store || !info) return;
     Object.assign(store.info, info);
     clearTimeout(this.runInfoTimer);
-    this.runInfoTimer = setTimeout(() => this.runbar.render(), 200);
+    // Progress comes at most twice a second and may be short-lived: show it at once.
+    this.runInfoTimer = setTimeout(() => this.runbar.render(), 'pending_steps' in info ? 0 : 200);
   }
 }
 

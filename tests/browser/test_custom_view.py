@@ -124,8 +124,9 @@ def test_edits_are_saved_before_leaving_and_never_overwrite_a_newer_dashboard(pa
     dashboard.post([step("s1", n, {"entropy": 1.0 + n, "grad_norm": 2.0 + n}) for n in range(3)])
     run_id = open_metrics(page, dashboard, "s1", "?view=custom")
     page.wait_for_selector(item(GRAD))
-    page.click(f"{item(ENTROPY)} button.add")
+    page.drag_and_drop(item(ENTROPY), ".board-hint")  # the empty board's hint takes drops too
     page.click(f"{item(GRAD)} button.add")
+    assert board(page) == [ENTROPY, GRAD]
     saved(page, dashboard, run_id)
     # Removing moves the focus on to the next chart, so the keyboard user is not lost.
     page.focus(f"{card(ENTROPY)} button[title='Remove']")
