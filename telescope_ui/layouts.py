@@ -1,11 +1,12 @@
-"""The Custom view's layouts: validation and the JSON endpoint `/api/runs/<id>/layout`.
+"""The Custom view's dashboards: validation and the JSON endpoint `/api/runs/<id>/layout`.
 
-GET returns the layout of the run's project (empty until first saved); PUT replaces it (a
-CSRF-protected page write). A layout is `{"charts": [{"id", "wide", "settings"}]}` in page
-order; every problem is a 400 naming the offending field, e.g. `charts[3].settings.logY`.
-A PUT may carry `"base"`: the `updated_at` of the layout it was edited from. When the stored
-layout has changed since (another page saved), it is refused with 409 and the current layout,
-so nobody's dashboard is overwritten unseen.
+A project has named dashboards (`?name=`, default "default"). GET returns one of the run's
+project (empty until first saved) with the names of all of them; PUT replaces it, PATCH
+`{"name": new}` renames it, DELETE removes it (CSRF-protected page writes). A layout is
+`{"charts": [{"id", "wide", "settings"}]}` in page order; every problem is a 400 naming the
+offending field, e.g. `charts[3].settings.logY`. A PUT may carry `"base"`: the `updated_at` of
+the layout it was edited from. When the stored layout has changed since (another page saved),
+it is refused with 409 and the current layout, so nobody's dashboard is overwritten unseen.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from telescope_ui.models import Layout
 
 MAX_CHARTS = 300
 MAX_ID_CHARS = 2000
+MAX_NAME_CHARS = 100
+DEFAULT = "default"
 BOOL_SETTINGS = ("ignoreOutliers", "ignoreFirst", "logY", "band")
 NUMBER_SETTINGS = ("yMin", "yMax")
 
@@ -90,35 +93,67 @@ def _clean_settings(settings: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def layout_of(run: Run) -> dict[str, Any]:
-    layout = Layout.objects.filter(project_id=run.project_id, name="default").first()
-    if layout is None:
-        return {"project": run.project.name, "charts": [], "updated_at": None}
-    return {"project": run.project.name, "charts": layout.charts,
-            "updated_at": layout.updated_at.isoformat()}
+def clean_name(value: Any, field: str = "name") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise LayoutError(field, "a dashboard name must be a non-empty string")
+    if len(value) > MAX_NAME_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise LayoutError(field, f"a dashboard name has 1–{MAX_NAME_CHARS} printable characters")
+    return value.strip()
 
 
-@require_http_methods(["GET", "PUT"])
+def layout_of(run: Run, name: str = DEFAULT) -> dict[str, Any]:
+    layouts = Layout.objects.filter(project_id=run.project_id)
+    names = sorted(layouts.values_list("name", flat=True), key=lambda n: (n != DEFAULT, n))
+    layout = layouts.filter(name=name).first()
+    return {"project": run.project.name, "name": name, "names": names,
+            "charts": layout.charts if layout else [],
+            "updated_at": layout.updated_at.isoformat() if layout else None}
+
+
+@require_http_methods(["GET", "PUT", "PATCH", "DELETE"])
 def layout(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
-    if request.method == "PUT":
-        try:
-            body = orjson.loads(request.body)
-            charts = clean_layout(body)
-        except orjson.JSONDecodeError:
-            return _reply({"error": "the body must be JSON", "field": "body"}, 400)
-        except LayoutError as exc:
-            return _reply({"error": exc.message, "field": exc.field}, 400)
-        with transaction.atomic():
-            current = (Layout.objects.select_for_update()
-                       .filter(project_id=run.project_id, name="default").first())
-            stamp = current.updated_at.isoformat() if current else None
-            if "base" in body and body["base"] != stamp:
-                return _reply({"error": "the dashboard was changed elsewhere since it was loaded",
-                               "field": "base", "layout": layout_of(run)}, 409)
-            Layout.objects.update_or_create(project_id=run.project_id, name="default",
-                                            defaults={"charts": charts})
-    return _reply(layout_of(run))
+    try:
+        name = clean_name(request.GET.get("name", DEFAULT))
+        if request.method == "GET":
+            return _reply(layout_of(run, name))
+        if request.method == "DELETE":
+            Layout.objects.filter(project_id=run.project_id, name=name).delete()
+            return _reply(layout_of(run, DEFAULT))
+        body = orjson.loads(request.body)
+        if request.method == "PATCH":
+            return _rename(run, name, clean_name(body.get("name") if isinstance(body, dict)
+                                                 else None))
+        return _replace(run, name, body, clean_layout(body))
+    except orjson.JSONDecodeError:
+        return _reply({"error": "the body must be JSON", "field": "body"}, 400)
+    except LayoutError as exc:
+        return _reply({"error": exc.message, "field": exc.field}, 400)
+
+
+def _replace(run: Run, name: str, body: dict[str, Any], charts: list[dict[str, Any]]
+             ) -> HttpResponse:
+    with transaction.atomic():
+        current = (Layout.objects.select_for_update()
+                   .filter(project_id=run.project_id, name=name).first())
+        stamp = current.updated_at.isoformat() if current else None
+        if "base" in body and body["base"] != stamp:
+            return _reply({"error": "the dashboard was changed elsewhere since it was loaded",
+                           "field": "base", "layout": layout_of(run, name)}, 409)
+        Layout.objects.update_or_create(project_id=run.project_id, name=name,
+                                        defaults={"charts": charts})
+    return _reply(layout_of(run, name))
+
+
+def _rename(run: Run, name: str, new: str) -> HttpResponse:
+    with transaction.atomic():
+        layouts = Layout.objects.select_for_update().filter(project_id=run.project_id)
+        if new != name and layouts.filter(name=new).exists():
+            return _reply({"error": f"a dashboard named {new!r} exists already",
+                           "field": "name"}, 409)
+        if not layouts.filter(name=name).update(name=new):
+            return _reply({"error": f"no dashboard named {name!r}", "field": "name"}, 404)
+    return _reply(layout_of(run, new))
 
 
 def _reply(data: Any, status: int = 200) -> HttpResponse:

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 
 from ingest import reads
 from ingest.models import Run
-from telescope_ui.layouts import layout_of
+from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 
 # The Metrics page's ES modules, preloaded so the browser fetches them in parallel rather than
 # discovering them import by import.
@@ -39,8 +39,16 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     # The catalog rides along with the page: the charts can be laid out without a round trip.
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
                "catalog": reads.catalog(run), "modules": METRICS_MODULES,
-               "layout": layout_of(run) if view == "custom" else None}
+               "layout": layout_of(run, _dashboard(request)) if view == "custom" else None}
     return render(request, "metrics.html", context)
+
+
+def _dashboard(request: HttpRequest) -> str:
+    """The Custom view dashboard asked for (`?dashboard=`), the default one if unusable."""
+    try:
+        return clean_name(request.GET.get("dashboard", DEFAULT))
+    except LayoutError:
+        return DEFAULT
 
 
 @functools.cache

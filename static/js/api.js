@@ -46,14 +46,30 @@ export function setRunColor(id, color) {
   });
 }
 
-/** Save the Custom view layout of the run's project; resolves to the stored layout. */
-export function saveLayout(runId, layout, { keepalive = false } = {}) {
-  return getJSON(`/api/runs/${encodeURIComponent(runId)}/layout`, {
-    method: 'PUT',
+function layoutUrl(runId, name) {
+  return `/api/runs/${encodeURIComponent(runId)}/layout?name=${encodeURIComponent(name)}`;
+}
+
+function write(url, method, body = null, keepalive = false) {
+  return getJSON(url, {
+    method,
     keepalive,
     headers: { 'Content-Type': 'application/json', 'X-CSRFToken': cookie('csrftoken') },
-    body: JSON.stringify(layout),
+    body: body === null ? undefined : JSON.stringify(body),
   });
+}
+
+/** Save a Custom view dashboard of the run's project; resolves to the stored layout. */
+export function saveLayout(runId, name, layout, { keepalive = false } = {}) {
+  return write(layoutUrl(runId, name), 'PUT', layout, keepalive);
+}
+
+export function renameLayout(runId, name, newName) {
+  return write(layoutUrl(runId, name), 'PATCH', { name: newName });
+}
+
+export function deleteLayout(runId, name) {
+  return write(layoutUrl(runId, name), 'DELETE');
 }
 
 export function getCatalog(runId) {

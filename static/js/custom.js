@@ -4,7 +4,7 @@
 // saved on the server for the whole project (debounced), so it fits every run of it; a chart
 // added starts from the settings this browser keeps for it in the All view.
 
-import { saveLayout } from './api.js';
+import { deleteLayout, renameLayout, saveLayout } from './api.js';
 import { defaultChartSettings } from './catalog.js';
 import { Chart } from './chart.js';
 import { h } from './dom.js';
@@ -25,6 +25,8 @@ export class CustomView {
     this.root = root;
     this.page = page;
     this.layout = normalizeLayout(layout);
+    this.name = layout?.name ?? 'default';
+    this.names = Array.isArray(layout?.names) ? layout.names : [];
     this.base = layout?.updated_at ?? null; // the stored version these edits start from
     this.dirty = false;
     this.saving = null;
@@ -58,7 +60,90 @@ export class CustomView {
       h('h2', {}, 'Metrics'), h('p', { class: 'muted' }, 'Search with the box above.'), this.list);
     this.root.classList.add('custom');
     this.root.replaceChildren(h('div', { class: 'custom-layout' }, palette,
-      h('div', { class: 'board-wrap' }, h('div', { class: 'board-head' }, this.status), this.hint, this.board)));
+      h('div', { class: 'board-wrap' }, h('div', { class: 'board-head' }, this.dashboards(), this.status),
+        this.hint, this.board)));
+  }
+
+  // ------------------------------------------------------------ dashboards of the project
+
+  /** The dashboard picker with New, Rename and Delete. */
+  dashboards() {
+    this.picker = h('select', { class: 'dashboard-picker', 'aria-label': 'Dashboard' });
+    this.picker.addEventListener('change', () => this.open(this.picker.value));
+    this.fillPicker();
+    this.nameInput = h('input', { type: 'text', name: 'dashboard', maxlength: '100', required: true,
+      'aria-label': 'Dashboard name' });
+    this.nameForm = h('form', { class: 'dashboard-name', hidden: true }, this.nameInput,
+      h('button', { type: 'submit' }, 'OK'),
+      h('button', { type: 'button', onclick: () => { this.nameForm.hidden = true; } }, 'Cancel'));
+    this.nameForm.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      this.named(this.nameInput.value.trim());
+    });
+    const ask = (mode, value) => () => {
+      this.nameMode = mode;
+      this.nameInput.value = value;
+      this.nameForm.hidden = false;
+      this.nameInput.focus();
+    };
+    return h('div', { class: 'dashboards' }, this.picker,
+      h('button', { type: 'button', class: 'tool', onclick: ask('new', '') }, 'New…'),
+      h('button', { type: 'button', class: 'tool', onclick: () => ask('rename', this.name)() }, 'Rename…'),
+      h('button', { type: 'button', class: 'tool', onclick: () => this.deleteDashboard() }, 'Delete'),
+      this.nameForm);
+  }
+
+  fillPicker() {
+    const names = this.names.includes(this.name) ? this.names : [...this.names, this.name];
+    this.picker.replaceChildren(...names.map((n) => h('option', { value: n, selected: n === this.name }, n)));
+  }
+
+  async named(name) {
+    if (!name) return;
+    this.nameForm.hidden = true;
+    if (this.nameMode === 'new') {
+      this.open(name); // empty until its first chart; saved then
+      return;
+    }
+    if (name === this.name) return;
+    try {
+      await this.flush();
+      const got = await renameLayout(this.root.dataset.runId, this.name, name);
+      this.name = got.name;
+      this.names = got.names;
+      this.fillPicker();
+      history.replaceState(null, '', this.url(this.name));
+      this.page.syncUrl(); // the view tabs follow
+      this.status.textContent = 'Renamed';
+    } catch (err) {
+      this.status.textContent = err.status === 404 ? 'Not renamed: this dashboard is not saved yet.'
+        : `Not renamed (${err.body?.error ?? err.message})`;
+    }
+  }
+
+  async deleteDashboard() {
+    if (!confirm(`Delete the dashboard “${this.name}” for the whole project?`)) return;
+    clearTimeout(this.saveTimer);
+    this.dirty = false;
+    try {
+      await this.saving;
+      await deleteLayout(this.root.dataset.runId, this.name);
+      location.assign(this.url(null));
+    } catch (err) {
+      this.status.textContent = `Not deleted (${err.body?.error ?? err.message})`;
+    }
+  }
+
+  url(name) {
+    const url = new URL(location.href);
+    if (name === null || name === 'default') url.searchParams.delete('dashboard');
+    else url.searchParams.set('dashboard', name);
+    return url.toString();
+  }
+
+  async open(name) {
+    await this.flush();
+    location.assign(this.url(name));
   }
 
   item(id) {
@@ -295,8 +380,12 @@ export class CustomView {
     const runId = Number(this.root.dataset.runId);
     // Leaving during a save: its result never comes back, so this one cannot name a base.
     const body = this.saving ? { charts: this.layout.charts } : { charts: this.layout.charts, base: this.base };
-    const request = saveLayout(runId, body, { keepalive: leaving }).then((saved) => {
+    const request = saveLayout(runId, this.name, body, { keepalive: leaving }).then((saved) => {
       this.base = saved.updated_at;
+      if (saved.names.join('\n') !== this.names.join('\n')) {
+        this.names = saved.names;
+        this.fillPicker();
+      }
       if (!this.dirty) this.status.textContent = 'Saved';
     }, (err) => {
       if (err.status === 409) {

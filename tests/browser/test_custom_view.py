@@ -152,3 +152,42 @@ def test_edits_are_saved_before_leaving_and_never_overwrite_a_newer_dashboard(pa
     page.wait_for_function(
         "document.querySelector('.save-status').textContent.includes('changed elsewhere')")
     assert dashboard.get(f"/api/runs/{run_id}/layout")["charts"] == []
+
+
+def test_a_project_keeps_several_named_dashboards(page, dashboard):
+    dashboard.post([step("n1", n, {"entropy": 1.0 + n, "grad_norm": 2.0 + n}) for n in range(3)])
+    run_id = open_metrics(page, dashboard, "n1", "?view=custom")
+    page.wait_for_selector(item(ENTROPY))
+    page.click(f"{item(ENTROPY)} button.add")
+    saved(page, dashboard, run_id)
+
+    page.click("button:text('New…')")  # a second dashboard, empty until its first chart
+    page.fill("input[name=dashboard]", "Perf")
+    page.keyboard.press("Enter")
+    page.wait_for_url(lambda url: "dashboard=Perf" in url)
+    page.wait_for_selector(item(GRAD))
+    assert board(page) == []
+    page.click(f"{item(GRAD)} button.add")
+    page.wait_for_function("document.querySelector('.save-status').textContent === 'Saved'")
+    assert page.eval_on_selector_all(".dashboard-picker option", "os => os.map(o => o.value)") \
+        == ["default", "Perf"]
+
+    page.click("button:text('Rename…')")
+    page.fill("input[name=dashboard]", "Perf & timing")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelector('.save-status').textContent === 'Renamed'")
+    assert "dashboard=Perf+%26+timing" in page.url or "dashboard=Perf%20%26%20timing" in page.url
+    got = dashboard.get(f"/api/runs/{run_id}/layout?name=Perf%20%26%20timing")
+    assert [c["id"] for c in got["charts"]] == [GRAD]
+
+    page.select_option(".dashboard-picker", "default")  # switching keeps each one's charts
+    page.wait_for_url(lambda url: "dashboard=" not in url)
+    wait_chart(page, ENTROPY)
+    assert board(page) == [ENTROPY]
+    page.select_option(".dashboard-picker", "Perf & timing")
+    wait_chart(page, GRAD)
+    page.once("dialog", lambda d: d.accept())
+    page.click("button:text('Delete')")
+    page.wait_for_url(lambda url: "dashboard=" not in url)
+    page.wait_for_selector(card(ENTROPY))
+    assert dashboard.get(f"/api/runs/{run_id}/layout")["names"] == ["default"]

@@ -13,6 +13,7 @@ from django.test import Client
 
 from ingest.models import Project
 from ingest.service import handle_object
+from telescope_ui.layouts import clean_layout
 
 pytestmark = pytest.mark.django_db
 
@@ -46,8 +47,8 @@ GOOD = {"charts": [
 def test_a_layout_is_saved_per_project_and_shared_by_its_runs() -> None:
     a1, a2, b1 = make_run("a", "a1"), make_run("a", "a2"), make_run("b", "b1")
     client, headers = page_client(a1)
-    assert client.get(f"/api/runs/{a1}/layout").json() == {"project": "a", "charts": [],
-                                                            "updated_at": None}
+    assert client.get(f"/api/runs/{a1}/layout").json() == {
+        "project": "a", "name": "default", "names": [], "charts": [], "updated_at": None}
     saved = put(client, a1, GOOD, headers)
     assert saved.status_code == 200, saved.content
     want = [{"id": "step|entropy||", "wide": True, "settings": {"logY": True, "yMax": 2.5}},
@@ -125,3 +126,36 @@ def test_a_save_based_on_a_stale_layout_is_refused_with_the_current_one() -> Non
                 headers)
     assert again.status_code == 200 and again.json()["charts"][0]["id"] == "x"
     assert put(client, run_id, {"charts": []}, headers).status_code == 200  # no base: no check
+
+
+def test_a_project_has_named_dashboards_to_create_rename_and_delete() -> None:
+    run_id = make_run("a", "a1")
+    client, headers = page_client(run_id)
+    url = f"/api/runs/{run_id}/layout"
+
+    def send(method: str, name: str, body: Any = None) -> Any:
+        return getattr(client, method)(f"{url}?name={name}", orjson.dumps(body),
+                                       content_type="application/json", headers=headers)
+
+    assert send("put", "default", GOOD).status_code == 200
+    perf = send("put", "perf", {"charts": [{"id": "step|timing_step_total||"}], "base": None})
+    assert perf.status_code == 200 and perf.json()["names"] == ["default", "perf"]
+    assert send("put", "perf", {"charts": [], "base": None}).status_code == 409  # exists
+    page = client.get(f"/runs/{run_id}/metrics?view=custom&dashboard=perf").content.decode()
+    assert "timing_step_total" in page and '"name": "perf"' in page
+    assert '"name": "default"' in client.get(
+        f"/runs/{run_id}/metrics?view=custom&dashboard=%01bad").content.decode()
+
+    renamed = send("patch", "perf", {"name": " Perf & timing "})
+    assert renamed.status_code == 200 and renamed.json()["name"] == "Perf & timing"
+    assert renamed.json()["names"] == ["default", "Perf & timing"]
+    assert send("patch", "Perf & timing", {"name": "default"}).status_code == 409
+    assert send("patch", "nothing", {"name": "x"}).status_code == 404
+    bad = send("patch", "Perf & timing", {"name": "x" * 101})
+    assert bad.status_code == 400 and bad.json()["field"] == "name"
+    assert client.get(f"{url}?name=%00").json()["field"] == "name"
+
+    gone = client.delete(f"{url}?name=Perf%20%26%20timing", headers=headers)
+    assert gone.status_code == 200 and gone.json()["names"] == ["default"]
+    assert gone.json()["charts"] == clean_layout(GOOD)  # back on the default dashboard
+    assert client.delete(f"{url}?name=default").status_code == 403  # CSRF
