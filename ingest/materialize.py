@@ -39,6 +39,7 @@ STEPS_PER_PASS = 32
 QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
 MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
 PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
+MAX_PASSES = 10_000  # per run and drain: a step rewritten without pause cannot hold it forever
 T = TypeVar("T")
 
 
@@ -135,7 +136,7 @@ def compact(run_id: int) -> None:
         pass
 
 
-def materialize_all(run_id: int | None = None, max_passes: int = 10_000,
+def materialize_all(run_id: int | None = None, max_passes: int = MAX_PASSES,
                     progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
     """Materialize until nothing is dirty (for one run, or all runs), then compact the
     snapshots of series that need it. `progress(run_id, steps_left)` is called after every
@@ -221,7 +222,7 @@ class Materializer:
         live stream is writing) also publishes its progress, at most every PROGRESS_SECONDS,
         then 0 when done."""
         reported_at = None
-        while True:
+        for _ in range(MAX_PASSES):
             outcome, left = await self._call(materialize_pass, run_id)
             if outcome is None:
                 break
