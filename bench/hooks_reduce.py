@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import multiprocessing as mp
-import socket
 import statistics
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.support.live_server import free_port  # noqa: E402
 from trainer_hooks.specs import MetricSpec, Reduce  # noqa: E402
 
 COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "barrier", "gather", "scatter")
@@ -164,9 +164,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=30)
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [

@@ -15,13 +15,13 @@ from ingest.models import Run
 from ingest.store import run_info
 
 
-def _json(data: Any, status: int = 200) -> HttpResponse:
+def json_response(data: Any, status: int = 200) -> HttpResponse:
     body = orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY)
     return HttpResponse(body, status=status, content_type="application/json")
 
 
 def _bad(field: str, message: str) -> HttpResponse:
-    return _json({"error": message, "field": field}, status=400)
+    return json_response({"error": message, "field": field}, status=400)
 
 
 @require_GET
@@ -29,7 +29,7 @@ def runs(request: HttpRequest) -> HttpResponse:
     qs = Run.objects.select_related("project").order_by("-updated_at")
     if request.GET.get("project"):
         qs = qs.filter(project__name=request.GET["project"])
-    return _json({"runs": [run_info(r) for r in qs]})
+    return json_response({"runs": [run_info(r) for r in qs]})
 
 
 @require_http_methods(["GET", "PATCH"])
@@ -46,7 +46,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             return _bad("color", "color must look like #rrggbb")
         run.color = color
         run.save(update_fields=["color"])
-    return _json(reads.run_detail(run))
+    return json_response(reads.run_detail(run))
 
 
 def _is_hex_color(value: str) -> bool:
@@ -57,7 +57,7 @@ def _is_hex_color(value: str) -> bool:
 @require_GET
 def catalog(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=run_id)
-    return _json(reads.catalog(run))
+    return json_response(reads.catalog(run))
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:
@@ -86,6 +86,6 @@ def series(request: HttpRequest, run_id: int) -> HttpResponse:
     if not MIN_POINTS <= max_points <= MAX_POINTS:
         return _bad("max_points", f"max_points must be between {MIN_POINTS} and {MAX_POINTS}")
     try:
-        return _json(reads.series(run_id, ids, max_points, min_step, max_step))
+        return json_response(reads.series(run_id, ids, max_points, min_step, max_step))
     except Run.DoesNotExist:
-        return _json({"error": f"no run {run_id}"}, status=404)
+        return json_response({"error": f"no run {run_id}"}, status=404)

@@ -21,6 +21,7 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_http_methods
 
 from ingest.models import Run
+from telescope_ui.api import json_response
 from telescope_ui.models import Layout
 
 MAX_CHARTS = 300
@@ -116,19 +117,19 @@ def layout(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
         name = clean_name(request.GET.get("name", DEFAULT))
         if request.method == "GET":
-            return _reply(layout_of(run, name))
+            return json_response(layout_of(run, name))
         if request.method == "DELETE":
             Layout.objects.filter(project_id=run.project_id, name=name).delete()
-            return _reply(layout_of(run, DEFAULT))
+            return json_response(layout_of(run, DEFAULT))
         body = orjson.loads(request.body)
         if request.method == "PATCH":
             return _rename(run, name, clean_name(body.get("name") if isinstance(body, dict)
                                                  else None))
         return _replace(run, name, body, clean_layout(body))
     except orjson.JSONDecodeError:
-        return _reply({"error": "the body must be JSON", "field": "body"}, 400)
+        return json_response({"error": "the body must be JSON", "field": "body"}, 400)
     except LayoutError as exc:
-        return _reply({"error": exc.message, "field": exc.field}, 400)
+        return json_response({"error": exc.message, "field": exc.field}, 400)
 
 
 def _replace(run: Run, name: str, body: dict[str, Any], charts: list[dict[str, Any]]
@@ -138,23 +139,20 @@ def _replace(run: Run, name: str, body: dict[str, Any], charts: list[dict[str, A
                    .filter(project_id=run.project_id, name=name).first())
         stamp = current.updated_at.isoformat() if current else None
         if "base" in body and body["base"] != stamp:
-            return _reply({"error": "the dashboard was changed elsewhere since it was loaded",
-                           "field": "base", "layout": layout_of(run, name)}, 409)
+            return json_response({
+                "error": "the dashboard was changed elsewhere since it was loaded",
+                "field": "base", "layout": layout_of(run, name)}, 409)
         Layout.objects.update_or_create(project_id=run.project_id, name=name,
                                         defaults={"charts": charts})
-    return _reply(layout_of(run, name))
+    return json_response(layout_of(run, name))
 
 
 def _rename(run: Run, name: str, new: str) -> HttpResponse:
     with transaction.atomic():
         layouts = Layout.objects.select_for_update().filter(project_id=run.project_id)
         if new != name and layouts.filter(name=new).exists():
-            return _reply({"error": f"a dashboard named {new!r} exists already",
-                           "field": "name"}, 409)
+            return json_response({"error": f"a dashboard named {new!r} exists already",
+                                  "field": "name"}, 409)
         if not layouts.filter(name=name).update(name=new):
-            return _reply({"error": f"no dashboard named {name!r}", "field": "name"}, 404)
-    return _reply(layout_of(run, new))
-
-
-def _reply(data: Any, status: int = 200) -> HttpResponse:
-    return HttpResponse(orjson.dumps(data), status=status, content_type="application/json")
+            return json_response({"error": f"no dashboard named {name!r}", "field": "name"}, 404)
+    return json_response(layout_of(run, new))

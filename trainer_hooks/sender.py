@@ -164,7 +164,6 @@ class Client:
         self.options = options
         self._copy_columns = options.copy_columns
         self._max_queue = options.max_queue
-        self._snap = _copy if options.copy_columns else _keep
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._closed = False
         self._close_result: bool | None = None
@@ -219,7 +218,7 @@ class Client:
         """Queue `RewardResult`s (reward + sample metrics) with their samples' identity and
         any optional columns; converted to columns on the sender thread."""
         try:
-            snap = self._snap
+            snap = _copy if self._copy_columns else _keep
             self._put((REWARDS, step, list(results), snap(sample_id), snap(group_id), env,
                        {k: snap(v) for k, v in columns.items()}, _now()))
         except Exception as exc:  # noqa: BLE001

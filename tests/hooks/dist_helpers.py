@@ -13,7 +13,6 @@ import datetime
 import math
 import multiprocessing as mp
 import queue
-import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.live_server import free_port
 from trainer_hooks.specs import MetricSpec, Reduce
 
 Chunk = dict[str, list[float]]
@@ -49,13 +49,6 @@ COLLECTIVES = (
     "isend",
     "irecv",
 )
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_world(
