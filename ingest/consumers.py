@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -11,12 +12,15 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from ingest import auth, broadcast
-from ingest.materialize import MATERIALIZER
+from ingest.materialize import MATERIALIZER, behind, still_behind
 from ingest.service import handle_frame
+from ingest.store import Outcome
+from trainer_hooks.protocol import ProtocolError
 
 CLOSE_BAD_TOKEN = 4401
 CLOSE_TOO_LARGE = 4413
 CLOSE_RATE_LIMITED = 4429
+BARRIER_TIMEOUT_SECONDS = 120.0
 
 
 class TokenBucket:
@@ -38,7 +42,8 @@ class TokenBucket:
 
 class IngestConsumer(AsyncWebsocketConsumer):
     """One trainer connection. Frames are handled strictly in order, each in its own
-    transaction; the ack (or error) for a frame is sent only after its commit."""
+    transaction; the reply to a frame (one object, or for a batch frame a list with one reply
+    per message, in order) is sent only after its commit (after aggregation, for a barrier)."""
 
     project_id: int | None = None
 
@@ -63,11 +68,44 @@ class IngestConsumer(AsyncWebsocketConsumer):
         if size > settings.TELESCOPE_MAX_MESSAGE_BYTES:
             await self.close(code=CLOSE_TOO_LARGE)
             return
-        if not self.bucket.take():
+        if not self.bucket.take():  # a frame costs one token, a batch frame too
             await self.close(code=CLOSE_RATE_LIMITED)
             return
-        outcome = await database_sync_to_async(handle_frame)(self.project_id, data, binary=binary)
-        if outcome.dirty or outcome.seq is not None:
-            MATERIALIZER.kick(outcome.run_id)  # before the ack: whoever sees it can wait on it
-        await self.send(text_data=orjson.dumps(outcome.reply).decode())
-        await broadcast.publish(outcome)
+        outcomes, batch = await database_sync_to_async(handle_frame)(
+            self.project_id, data, binary=binary)
+        for outcome in outcomes:
+            if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):
+                MATERIALIZER.kick(outcome.run_id)  # before the ack: whoever sees it can wait
+        for outcome in outcomes:
+            if outcome.barrier:
+                await wait_aggregated(outcome)
+        replies = [o.reply for o in outcomes]
+        await self.send(text_data=orjson.dumps(replies if batch else replies[0]).decode())
+        for outcome in outcomes:
+            await broadcast.publish(outcome)
+
+
+async def wait_aggregated(outcome: Outcome) -> None:
+    """Hold a barrier's ack until every step of its run that was behind when it arrived has
+    been aggregated at least as far (read-your-writes); an error reply after
+    BARRIER_TIMEOUT_SECONDS."""
+    run_id = outcome.run_id
+    if run_id is None:
+        return
+    snapshot = await database_sync_to_async(behind)(run_id)
+    started = time.monotonic()
+    kicked = started - 1.0
+    while snapshot:
+        left = await database_sync_to_async(still_behind)(run_id, snapshot)
+        if not left:
+            return
+        now = time.monotonic()
+        if now - started > BARRIER_TIMEOUT_SECONDS:
+            outcome.reply = ProtocolError(
+                "timeout", None, f"{left} steps of the run are still being aggregated after "
+                f"{BARRIER_TIMEOUT_SECONDS:.0f} s").as_reply(outcome.reply.get("id"))
+            return
+        if now - kicked >= 1.0:  # (not more often: every kick postpones the quiet-time pass)
+            MATERIALIZER.kick(run_id)
+            kicked = now
+        await asyncio.sleep(0.02)

@@ -131,6 +131,27 @@ def materialize_pass(run_id: int) -> tuple[Outcome | None, int]:
     return outcome, 0 if outcome is None else pending_steps(run_id)
 
 
+def behind(run_id: int) -> dict[int, int]:
+    """{step: version} of the run's steps whose latest samples are not aggregated yet."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT step, version FROM ingest_stepstate WHERE run_id = %s"
+                    " AND done_version < version", [run_id])
+        return dict(cur.fetchall())
+
+
+def still_behind(run_id: int, snapshot: dict[int, int]) -> int:
+    """How many steps of a `behind` snapshot have not been aggregated at (at least) the
+    version they had then: a barrier waits for 0."""
+    if not snapshot:
+        return 0
+    with connection.cursor() as cur:
+        cur.execute("SELECT step, done_version FROM ingest_stepstate WHERE run_id = %s"
+                    " AND done_version < version", [run_id])
+        lagging = dict(cur.fetchall())
+    return sum(1 for step, done in lagging.items()
+               if step in snapshot and done < snapshot[step])
+
+
 def compact(run_id: int) -> None:
     while compact_run(run_id):
         pass
@@ -165,9 +186,9 @@ def _write_step(w: PointWriter, r: StepResult) -> None:
                     " AND step = %s", [w.run.pk, r.step])
         previous = np.frombuffer(bytes(cur.fetchone()[0]), dtype="<i8")
         cur.execute(
-            "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s, dirty = %s"
-            " WHERE run_id = %s AND step = %s",
-            [r.n, np.asarray(pks, dtype="<i8").tobytes(), False, w.run.pk, r.step])
+            "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s, dirty = %s,"
+            " done_version = %s WHERE run_id = %s AND step = %s",
+            [r.n, np.asarray(pks, dtype="<i8").tobytes(), False, r.version, w.run.pk, r.step])
     _withdraw_vanished(w, r.step, r.time, previous, pks)
 
 

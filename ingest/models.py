@@ -30,8 +30,14 @@ class Token(models.Model):
 
 
 class Run(models.Model):
+    """A run. `name` is what people see (unique in the project, renamable); `wire_name` is the
+    name trainers address it by (PROTOCOL `run`): a new experiment under a name that already
+    has data is a new run with the same wire name and a suffixed `name` (see ingest.runs)."""
+
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
+    wire_name = models.CharField(max_length=200)
+    started = models.BooleanField(default=False)  # a run.start opened it
     status = models.CharField(max_length=16, default="running")
     config = models.JSONField(null=True)
     started_at = models.DateTimeField()
@@ -44,6 +50,21 @@ class Run(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="run_unique_name")
+        ]
+        indexes = [models.Index(fields=["project", "wire_name", "id"], name="run_wire_name")]
+
+
+class RunIncarnation(models.Model):
+    """A client's run attempt (`incarnation` on the wire), pinned to the run its `run.start`
+    opened, so its messages (and their replays) reach that run and no other."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    uid = models.CharField(max_length=200)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="incarnations")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "uid"], name="incarnation_unique_uid")
         ]
 
 
@@ -137,6 +158,7 @@ class StepState(models.Model):
     # version it computed from is still current.
     dirty = models.BooleanField(default=False)
     version = models.BigIntegerField(default=0)
+    done_version = models.BigIntegerField(default=0)  # the version last aggregated (barrier)
     derived_series = models.BinaryField(default=b"")  # int64 pks of series with a point here
 
     class Meta:

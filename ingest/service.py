@@ -1,26 +1,66 @@
-"""The one decode → validate → store path shared by the WebSocket consumer and HTTP endpoint."""
+"""The one decode → validate → store path shared by the WebSocket consumer and HTTP endpoint.
+
+A frame (or HTTP body) holds one message or a list of them (a batch). Each message of a batch
+is validated and applied as if sent alone — its own savepoint, its own ack or error — but the
+batch commits once, so a batch of many small messages costs one commit, not one each.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import DatabaseError, transaction
+
+from ingest.runs import find_run
 from ingest.store import Outcome, apply_message
 from trainer_hooks import protocol as p
 
+MAX_BATCH_MESSAGES = 1000
 
-def handle_object(project_id: int, obj: Any) -> Outcome:
+
+def handle_object(project_id: int, obj: Any,
+                  created: dict[tuple[int, str], int] | None = None) -> Outcome:
     """Validate and store one decoded message; a bad one gets an error reply and writes
     nothing."""
     try:
         msg = p.validate_message(obj)
     except p.ProtocolError as exc:
         return Outcome(exc.as_reply(p.message_id(obj)))
-    return apply_message(project_id, msg)
+    if isinstance(msg, p.Barrier):
+        # Stores nothing (and creates no run); the transport acks once `aggregated` holds.
+        return Outcome({"type": "ack", "id": msg.id}, run_id=find_run(project_id, msg),
+                       barrier=True)
+    before = None if created is None else dict(created)
+    try:
+        with transaction.atomic():  # a savepoint inside a batch
+            return apply_message(project_id, msg, created)
+    except DatabaseError as exc:
+        if created is not None and before is not None:  # its series were rolled back too
+            created.clear()
+            created.update(before)
+        if transaction.get_connection().needs_rollback:
+            raise  # the batch's transaction is broken: let the caller fail it whole
+        return Outcome(p.ProtocolError("storage", None, f"not stored: {exc}").as_reply(msg.id))
 
 
-def handle_frame(project_id: int, data: bytes | str, *, binary: bool) -> Outcome:
+def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:
+    """Apply a batch in one transaction; one outcome per message, in order."""
+    if len(objs) > MAX_BATCH_MESSAGES:
+        err = p.ProtocolError("too_many", None, f"a batch holds {len(objs)} messages; the "
+                              f"limit is {MAX_BATCH_MESSAGES}")
+        return [Outcome(err.as_reply(p.message_id(o))) for o in objs]
+    created: dict[tuple[int, str], int] = {}
+    with transaction.atomic():
+        return [handle_object(project_id, obj, created) for obj in objs]
+
+
+def handle_frame(project_id: int, data: bytes | str, *,
+                 binary: bool) -> tuple[list[Outcome], bool]:
+    """Decode and apply one frame; returns its outcomes and whether it was a batch."""
     try:
         obj = p.decode_frame(data, binary=binary)
     except p.ProtocolError as exc:
-        return Outcome(exc.as_reply())
-    return handle_object(project_id, obj)
+        return [Outcome(exc.as_reply())], False
+    if isinstance(obj, list):
+        return handle_objects(project_id, obj), True
+    return [handle_object(project_id, obj)], False

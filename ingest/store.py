@@ -21,6 +21,7 @@ from django.db.models import F
 
 from ingest import columns
 from ingest.models import Environment, Run, Series
+from ingest.runs import Resolved, resolve_run
 from ingest.samples import EnvRanges, MetricRange
 from ingest.series_ids import placement, series_id
 from trainer_hooks import protocol as p
@@ -40,20 +41,35 @@ class Outcome:
     new_series: list[dict[str, Any]] = field(default_factory=list)
     run: dict[str, Any] | None = None
     dirty: bool = False  # steps of the run await re-aggregation
+    barrier: bool = False  # ack only once the run's aggregates have caught up (`barrier`)
 
 
-def apply_message(project_id: int, msg: p.AnyMessage) -> Outcome:
-    """Store `msg` for the token's project; ack after commit, duplicate ack for a seen id."""
-    created: dict[tuple[int, str], int] = {}
+def apply_message(project_id: int, msg: p.AnyMessage,
+                  created: dict[tuple[int, str], int] | None = None) -> Outcome:
+    """Store `msg` for the token's project; ack after commit, duplicate ack for a seen id.
+    `created` collects the series created in the enclosing transaction (a batch shares one)."""
+    created = {} if created is None else created
     with transaction.atomic():
-        run, run_created = _lock_run(project_id, msg.run)
+        found = resolve_run(project_id, msg)
+        run = found.run
         if not _claim_message(run.pk, msg.id):
-            return Outcome({"type": "ack", "id": msg.id, "duplicate": True}, run_id=run.pk)
+            reply = {"type": "ack", "id": msg.id, "duplicate": True}
+            return Outcome(_with_run(reply, msg, found), run_id=run.pk)
         writer = PointWriter(run, created)
         _HANDLERS[msg.type](writer, msg)
-        outcome = writer.finish(msg.id, run_created)
+        outcome = writer.finish(msg.id, found.created)
+        _with_run(outcome.reply, msg, found)
         publish_series_pks(created)
     return outcome
+
+
+def _with_run(reply: dict[str, Any], msg: p.AnyMessage, found: Resolved) -> dict[str, Any]:
+    """A run.start's ack says which run it opened: `run_id`, `run_name` (the name shown,
+    suffixed when earlier data kept the requested one) and `new_run` (true when a run.start
+    without resume found earlier data and started a new run)."""
+    if msg.type == "run.start":
+        reply.update(run_id=found.run.pk, run_name=found.run.name, new_run=found.renamed)
+    return reply
 
 
 def publish_series_pks(created: dict[tuple[int, str], int]) -> None:
@@ -63,38 +79,6 @@ def publish_series_pks(created: dict[tuple[int, str], int]) -> None:
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _lock_run(project_id: int, name: str) -> tuple[Run, bool]:
-    now = _now()
-    with connection.cursor() as cur:
-        cur.execute(
-            "INSERT INTO ingest_run (project_id, name, status, started_at, updated_at, color, seq)"
-            " VALUES (%s, %s, 'running', %s, %s, '', 0) ON CONFLICT (project_id, name) DO NOTHING",
-            [project_id, name, now, now],
-        )
-        created = cur.rowcount == 1
-    # Raw SQL (this runs for every message); config can be large and is never loaded here.
-    lock = connection.features.has_select_for_update
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT r.id, r.status, r.started_at, r.updated_at, r.last_step, r.color, r.seq,"
-            " p.name FROM ingest_run r JOIN ingest_project p ON p.id = r.project_id"
-            " WHERE r.project_id = %s AND r.name = %s" + (" FOR UPDATE OF r" if lock else ""),
-            [project_id, name])
-        pk, status, started, updated, last_step, color, seq, project = cur.fetchone()
-    run = Run(id=pk, project_id=project_id, name=name, status=status, last_step=last_step,
-              color=color, seq=seq,
-              started_at=_as_datetime(started), updated_at=_as_datetime(updated))
-    run.project_name = project  # type: ignore[attr-defined]
-    return run, created
-
-
-def _as_datetime(value: Any) -> datetime:
-    """SQLite hands back text, PostgreSQL a datetime."""
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 def _claim_message(run_id: int, msg_id: str) -> bool:
@@ -240,7 +224,8 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
              for s in steps for mask in [msg.step == s]])
         cur.executemany(
             "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, dirty, version,"
-            " derived_series) VALUES (%s, %s, %s, 0, %s, 1, %s) ON CONFLICT (run_id, step)"
+            " done_version, derived_series) VALUES (%s, %s, %s, 0, %s, 1, 0, %s)"
+            " ON CONFLICT (run_id, step)"
             " DO UPDATE SET dirty = excluded.dirty, version = ingest_stepstate.version + 1",
             [(w.run.pk, s, now, True, b"") for s in steps.tolist()],
         )

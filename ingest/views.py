@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from ingest import auth, broadcast
 from ingest.materialize import materialize_all
-from ingest.service import handle_object
+from ingest.service import handle_objects
 from trainer_hooks import protocol as p
 
 
@@ -37,13 +37,14 @@ def ingest(request: HttpRequest) -> JsonResponse:
     acks: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     touched: set[int] = set()
-    for obj in messages:
-        outcome = handle_object(project_id, obj)
+    for outcome in handle_objects(project_id, messages):
         (acks if outcome.reply["type"] == "ack" else errors).append(outcome.reply)
         async_to_sync(broadcast.publish)(outcome)
-        if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):
+        if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None
+                                           or outcome.barrier):
             touched.add(outcome.run_id)
-    # Over HTTP the response waits for the aggregates: a script can read them right after.
+    # Over HTTP the response waits for the aggregates (so a barrier holds at once): a script
+    # can read them right after.
     for run_id in sorted(touched):
         for outcome in materialize_all(run_id):
             async_to_sync(broadcast.publish)(outcome)

@@ -1,10 +1,12 @@
 """The connection: outbox → server, on the sender thread (`SenderEngine`).
 
-One WebSocket session at a time: a sender task pipelines outbox messages in order (at most
-`max_in_flight` / `max_in_flight_bytes` unacknowledged, under a client-side rate limit) and a
-receiver task matches acks and error replies by id; acknowledged and rejected messages are
-deleted from the outbox once per loop pass. When the session ends everything unacknowledged is
-sent again, with its original id, after a capped exponential backoff with jitter. Close codes:
+One WebSocket session at a time: a sender task pipelines outbox messages in order, packing
+consecutive small ones into batch frames (a list of messages; the server replies with a list, one
+reply per message) of at most FRAME_ROWS messages and `frame_bytes` bytes — at most `max_in_flight`
+frames / `max_in_flight_bytes` unacknowledged, under a client-side rate limit in frames per second —
+and a receiver task matches acks and error replies by id; acknowledged and rejected messages are
+deleted from the outbox once per loop pass. When the session ends everything unacknowledged is sent
+again, with its original id, after a capped exponential backoff with jitter. Close codes:
 4401 stops sending for good (the outbox is kept), 4413 splits the refused message in halves
 and lowers the size limits, 4429 halves the message rate.
 """
@@ -19,6 +21,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
+import msgpack
 import orjson
 
 from trainer_hooks import spool as spool_mod
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("trainer_hooks.sender")
 
 CLOSE_BAD_TOKEN, CLOSE_TOO_LARGE, CLOSE_RATE_LIMITED = 4401, 4413, 4429
+FRAME_ROWS = 256  # messages per batch frame (the server takes up to 1000)
+FRAME_BYTES = 256 * 1024  # a message this big or bigger travels alone
 
 
 class Connection:
@@ -42,6 +47,8 @@ class Connection:
         self.in_flight: collections.OrderedDict[str, Row] = collections.OrderedDict()
         self.in_flight_bytes = 0
         self.cursor = 0  # the outbox seq of the last message sent in this session
+        self.frames: collections.deque[tuple[int, int]] = collections.deque()  # (rows, bytes)
+        self.frame_bytes = min(FRAME_BYTES, o.max_message_bytes)
         self.done_ids: list[str] = []
         self.commit_scheduled = False
         self.max_message_bytes = o.max_message_bytes
@@ -52,6 +59,7 @@ class Connection:
     def forget_in_flight(self) -> None:
         """Everything sent but unacknowledged will be sent again from the outbox start."""
         self.in_flight.clear()
+        self.frames.clear()
         self.in_flight_bytes = self.cursor = 0
 
     # ---------------------------------------------------------------- sessions
@@ -123,25 +131,48 @@ class Connection:
             if not rows:
                 await self.e.send_event.wait()
                 continue
-            for row in rows:
-                if len(row.body) > self.max_message_bytes:
-                    self.split(row, f"larger than max_message_bytes={self.max_message_bytes}")
+            for frame in self.frames_of(rows):
+                if len(frame) == 1 and len(frame[0].body) > self.max_message_bytes:
+                    self.split(frame[0], "larger than max_message_bytes="
+                               f"{self.max_message_bytes}")
                     break  # the halves go to the end of the outbox; fetch again
                 await self.take_token()
-                self.in_flight[row.msg_id] = row
-                self.in_flight_bytes += len(row.body)
-                self.cursor = row.seq
-                await ws.send(row.body if row.fmt == "msgpack" else row.body.decode())
-                self.e.counts["sent"] += 1
-                self.e.counts["bytes_sent"] += len(row.body)
+                size = 0
+                for row in frame:
+                    self.in_flight[row.msg_id] = row
+                    size += len(row.body)
+                self.in_flight_bytes += size
+                self.frames.append((len(frame), size))
+                self.cursor = frame[-1].seq
+                await ws.send(frame_bytes(frame))
+                self.e.counts["sent"] += len(frame)
+                self.e.counts["frames"] += 1
+                self.e.counts["bytes_sent"] += size
+
+    def frames_of(self, rows: list[Row]) -> list[list[Row]]:
+        """Consecutive rows of one format packed into frames of at most FRAME_ROWS rows and
+        `frame_bytes` bytes; a bigger row travels alone."""
+        frames: list[list[Row]] = []
+        size = 0
+        for row in rows:
+            last = frames[-1] if frames else None
+            n = len(row.body)
+            if last is not None and last[0].fmt == row.fmt and len(last) < FRAME_ROWS \
+                    and size + n <= self.frame_bytes:
+                last.append(row)
+                size += n
+            else:
+                frames.append([row])
+                size = n
+        return frames
 
     def next_rows(self) -> list[Row]:
-        room = self.o.max_in_flight - len(self.in_flight)
+        room = self.o.max_in_flight - len(self.frames)
         budget = self.o.max_in_flight_bytes - self.in_flight_bytes
         spool = self.e.spool
         if room <= 0 or spool is None or (self.in_flight and budget <= 0):
             return []
-        rows = spool.pending(self.cursor, room, max(budget, 1))
+        rows = spool.pending(self.cursor, room * FRAME_ROWS, max(budget, 1))
         if self.in_flight and rows and len(rows[0].body) > budget:
             return []  # wait for acks: only an empty window takes an oversized message
         return rows
@@ -166,8 +197,11 @@ class Connection:
                 reply = orjson.loads(data)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(reply, dict):
-                self.on_reply(reply)
+            if self.frames:
+                self.frames.popleft()  # replies come frame by frame, in order
+            for one in reply if isinstance(reply, list) else [reply]:
+                if isinstance(one, dict):
+                    self.on_reply(one)
 
     def on_reply(self, reply: dict[str, Any]) -> None:
         e = self.e
@@ -183,9 +217,13 @@ class Connection:
             self.session_acks += 1
             e.counts["acked"] += 1
             e.counts["duplicates"] += bool(reply.get("duplicate"))
+            if row.kind == "run.start":
+                e.run_opened(reply)
         else:
             e.counts["rejected"] += 1
             code, field = reply.get("code"), reply.get("field")
+            e.c.ledger.add("rejected by the server", describe(row), row.n or 1,
+                           f"{code} (field {field}): {reply.get('message')}")
             e.warn_once(("error", code, field), "telescope: the server rejected a %s "
                         "message (%s, field %s): %s; dropped (logged once per code and "
                         "field)", row.kind, code, field, reply.get("message"))
@@ -215,7 +253,13 @@ class Connection:
             self.e.set_fatal("the server refused the ingest token (close 4401)")
         elif code == CLOSE_TOO_LARGE:
             row = next(iter(self.in_flight.values()), None)
-            if row is not None:
+            rows, size = self.frames[0] if self.frames else (1, 0)
+            if rows > 1:  # a batch frame was too big: smaller frames, nothing to split
+                self.frame_bytes = max(1, size // 2)
+                self.e.warn_once("4413-frame", "telescope: the server refused a batch frame "
+                                 "as too large (close 4413); frames of at most %d bytes now",
+                                 self.frame_bytes)
+            elif row is not None:
                 batcher = self.e.batcher
                 self.max_message_bytes = min(self.max_message_bytes, len(row.body) - 1)
                 batcher.max_bytes = max(1024, min(batcher.max_bytes,
@@ -235,6 +279,8 @@ class Connection:
         if parts is None:
             e.spool.delete([row.msg_id])
             e.counts["dropped_too_large"] += 1
+            e.c.ledger.add("too large", describe(row), row.n or 1,
+                           f"{len(row.body)} bytes, {why}, and it cannot be split")
             log.warning("telescope: a %s message (%d bytes) was %s and cannot be split; "
                         "dropped", row.kind, len(row.body), why)
         else:
@@ -252,3 +298,30 @@ class Connection:
         self.e.warn_once(("conn", what.split(":")[0]), "telescope: cannot reach %s (%s); "
                          "retrying with backoff, messages wait in the outbox", self.e.c.url,
                          what)
+
+
+def frame_bytes(frame: list[Row]) -> bytes | str:
+    """One message as it is, several as a batch: a msgpack array (binary frame) or a JSON
+    array (text frame) of the already encoded bodies, without decoding them."""
+    if len(frame) == 1:
+        row = frame[0]
+        return row.body if row.fmt == "msgpack" else row.body.decode()
+    if frame[0].fmt == "msgpack":
+        return msgpack.Packer().pack_array_header(len(frame)) + b"".join(r.body for r in frame)
+    return (b"[" + b",".join(r.body for r in frame) + b"]").decode()
+
+
+def describe(row: Row) -> str:
+    """What an outbox message holds, for the ledger of values not stored."""
+    try:
+        msg = spool_mod.decode(row.body, row.fmt)
+    except Exception:  # noqa: BLE001
+        return f"a {row.kind} message"
+    step = msg.get("step")
+    if row.kind == "samples":
+        steps = f"steps {min(step)}–{max(step)}" if isinstance(step, list) else f"step {step}"
+        return f"{row.n} samples of {steps} (env {msg.get('env')!r:.60})"
+    if row.kind == "step":
+        keys = list(msg.get("metrics") or {})
+        return f"step {step}: {len(keys)} metrics ({', '.join(keys[:5])[:120]})"
+    return f"a {row.kind} message"

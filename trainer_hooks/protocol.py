@@ -9,6 +9,7 @@ environment validators in `wire_columns`; both are re-exported here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 import orjson
 
 from trainer_hooks.schema import (
+    _CONTROL,
     _NULLABLE_NUMBER_TYPES,
     DISCARD_REASONS,
     MAX_ENVIRONMENTS,
@@ -28,6 +30,7 @@ from trainer_hooks.schema import (
     RUN_STATUSES,
     VERSION,
     AnyMessage,
+    Barrier,
     EnvironmentDecl,
     Message,
     ProtocolError,
@@ -47,9 +50,10 @@ from trainer_hooks.wire_columns import parse_environments, validate_samples
 __all__ = [
     "DISCARD_REASONS", "MAX_ENVIRONMENTS", "MAX_ID_CHARS", "MAX_KEY_CHARS",
     "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE", "MESSAGE_TYPES", "RUN_STATUSES",
-    "VERSION", "AnyMessage", "EnvironmentDecl", "Message", "ProtocolError", "Ranges", "RunEnd",
-    "RunStart", "Samples", "Step", "check_key", "decode_frame", "encode_json", "encode_msgpack",
-    "message_id", "parse_environments", "split_key", "validate_message", "validate_samples",
+    "VERSION", "AnyMessage", "Barrier", "EnvironmentDecl", "Message", "ProtocolError",
+    "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key", "decode_frame",
+    "encode_json", "encode_msgpack", "message_id", "parse_environments", "split_key",
+    "validate_message", "validate_samples",
 ]
 
 
@@ -92,7 +96,15 @@ def validate_message(obj: Any) -> AnyMessage:
             "unknown_type", "type", f"unknown type {mtype!r}; expected one of {MESSAGE_TYPES}"
         )
     run = check_key(require(obj, "run"), "run", kind="run name")
-    return _VALIDATORS[mtype](obj, mid, mtype, run)
+    msg = _VALIDATORS[mtype](obj, mid, mtype, run)
+    incarnation = obj.get("incarnation")
+    if incarnation is not None:
+        if not isinstance(incarnation, str) or not 1 <= len(incarnation) <= MAX_ID_CHARS \
+                or not _CONTROL.isdisjoint(incarnation):
+            raise ProtocolError("invalid", "incarnation", f"incarnation must be a string of "
+                                f"1–{MAX_ID_CHARS} characters without control characters")
+        msg = dataclasses.replace(msg, incarnation=incarnation)
+    return msg
 
 
 def _run_start(obj: dict[str, Any], mid: str, mtype: str, run: str) -> RunStart:
@@ -104,7 +116,21 @@ def _run_start(obj: dict[str, Any], mid: str, mtype: str, run: str) -> RunStart:
         mid, mtype, run, config,
         None if envs is None else parse_environments(envs, "environments"),
         opt_number(obj, "time"),
+        _opt_bool(obj, "resume"),
     )
+
+
+def _opt_bool(obj: dict[str, Any], name: str) -> bool:
+    value = obj.get(name)
+    if value is None:
+        return False
+    if type(value) is not bool:
+        raise ProtocolError("wrong_type", name, f"{name} must be true or false")
+    return value
+
+
+def _barrier(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Barrier:
+    return Barrier(mid, mtype, run)
 
 
 def _step(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Step:
@@ -149,6 +175,7 @@ _VALIDATORS = {
     "samples": validate_samples,
     "ranges": _ranges,
     "run.end": _run_end,
+    "barrier": _barrier,
 }
 
 

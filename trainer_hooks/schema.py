@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 VERSION = 1
-MESSAGE_TYPES = ("run.start", "step", "samples", "ranges", "run.end")
+MESSAGE_TYPES = ("run.start", "step", "samples", "ranges", "run.end", "barrier")
 DISCARD_REASONS = ("max_async", "zero_advantage", "canceled")
 RUN_STATUSES = ("finished", "failed")
 MAX_KEY_CHARS = 200
@@ -105,6 +105,9 @@ class Message:
     id: str
     type: str
     run: str
+    # The client's id for one run attempt (see `run.start`): messages carrying one that a
+    # `run.start` has opened go to that run, whatever its name has become since.
+    incarnation: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ class RunStart(Message):
     config: dict[str, Any] | None
     environments: list[EnvironmentDecl] | None
     time: float | None
+    resume: bool = False  # continue the newest run of this name instead of starting anew
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,12 @@ class Samples(Message):
     metrics: dict[str, np.ndarray]
 
 
-AnyMessage = RunStart | Step | Samples | Ranges | RunEnd
+@dataclass(frozen=True)
+class Barrier(Message):
+    """Acked once everything acknowledged before it for the run is aggregated and readable."""
+
+
+AnyMessage = RunStart | Step | Samples | Ranges | RunEnd | Barrier
 
 
 def require(obj: dict[str, Any], name: str) -> Any:

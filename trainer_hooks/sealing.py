@@ -4,8 +4,11 @@ Runs on the sender thread (`SenderEngine`). Step metrics are checked key by key 
 value is left out and counted); samples are converted to columns (`sample_columns`), batched
 (`batching`) and sealed at the latest `flush_interval` after the first sample waited. Every
 sealed message gets its unique id (`<12 hex of a uuid4>-<counter>`) and is written to the
-outbox before the connection may send it. Samples that an earlier incarnation of the same
-outbox already sealed (a trainer resumed from a checkpoint) are left out.
+outbox before the connection may send it, carrying the client's run incarnation. When the
+client resumes its run (`resume=True`), samples that an earlier process of the same outbox
+already sealed for that incarnation (re-logged after a checkpoint) are left out, counted and
+warned about; a new experiment never leaves anything out. Every value not stored goes to the
+client's ledger with its reason.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Sealer:
         self.prev_keys: dict[int, set[tuple[str, str, str]]] = {}
         self.max_step = -1
         self.appends = 0
+        self.since_barrier = 0  # messages sealed since the last barrier (replays count too)
 
     def pump_once(self) -> bool:
         """Seal what the caller queued into the outbox; True when asked to stop."""
@@ -78,6 +82,8 @@ class Sealer:
                 e.warn_once(("internal", type(exc)), "telescope: sender error: %r", exc)
         if queue:
             e.kick_event.set()
+        if len(queue) < e.c._max_queue:
+            e.c._room.set()  # wake callers waiting for room (back-pressure)
         # sealed at most flush_interval after the first sample, whatever the poll phase
         if e.batcher.due(time.monotonic(), self.o.flush_interval - self.o.poll_interval):
             self.seal_pending(out)
@@ -100,6 +106,10 @@ class Sealer:
             self.add_samples(entry, out)
         elif tag == CONTROL:
             self.seal_pending(out)
+            if entry[1]["type"] == "barrier":
+                if not self.since_barrier:
+                    return False  # nothing sealed since the last one: nothing to wait for
+                self.since_barrier = -1
             self.seal_message(entry[1], out)
         else:
             self.seal_pending(out)
@@ -120,9 +130,9 @@ class Sealer:
         except (TypeError, ValueError) as exc:
             self.invalid("step", f"log_step: {exc}")
             return
-        clean = self.clean_metrics(metrics)
+        clean = self.clean_metrics(step, metrics)
         if metrics and not clean:
-            self.invalid("step", "log_step: no usable metric")
+            self.invalid("step", f"log_step: step {step} has no usable metric")
             return
         t = t if type(t) in (int, float) and math.isfinite(t) else time.time()
         items = list(clean.items())
@@ -131,7 +141,7 @@ class Sealer:
             self.seal_message({"type": "step", "step": step, "metrics": part, "time": t}, out)
         self.e.counts["logged_steps"] += 1
 
-    def clean_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
+    def clean_metrics(self, step: int, metrics: dict[str, Any]) -> dict[str, Any]:
         """The metrics with valid keys and numeric (or None) values, as plain numbers."""
         e = self.e
         clean: dict[str, Any] = {}
@@ -141,6 +151,8 @@ class Sealer:
                     check_key(key, "metrics")
                 except ProtocolError as exc:
                     e.counts["invalid_values"] += 1
+                    e.c.ledger.add("invalid key", f"step {step}: metric {key!r:.80}", 1,
+                                   exc.message)
                     e.warn_once(("key", exc.code), "telescope: step metric left out: %s",
                                 exc.message)
                     continue
@@ -153,6 +165,8 @@ class Sealer:
                 clean[key] = float(value)  # numpy / torch scalars, bools
             except (TypeError, ValueError):
                 e.counts["invalid_values"] += 1
+                e.c.ledger.add("invalid value", f"step {step}: metric {key!r}", 1,
+                               f"not a number ({type(value).__name__})")
                 e.warn_once(("value", key), "telescope: step metric %r is not a number "
                             "(%s); left out", key, type(value).__name__)
         return clean
@@ -176,6 +190,7 @@ class Sealer:
         finally:
             for p in problems:
                 self.e.counts["invalid_values"] += 1
+                self.e.c.ledger.add("invalid column", f"log_samples(step {step!r:.40})", 1, p)
                 self.e.warn_once(("column", p.split(":")[0]), "telescope: log_samples: %s", p)
         if self.dedupe:
             kept = self.drop_replayed(chunk)
@@ -188,9 +203,15 @@ class Sealer:
             self.seal_batch(batch, out)
 
     @property
-    def dedupe(self) -> bool:
+    def record_idents(self) -> bool:
+        """Keep which samples were sealed (for a later resume of this run)."""
         spool = self.e.spool
         return self.o.dedupe_steps > 0 and spool is not None and spool.path is not None
+
+    @property
+    def dedupe(self) -> bool:
+        """Leave out samples this run's previous process sealed: only when resuming."""
+        return self.e.c.resume and self.record_idents
 
     def drop_replayed(self, chunk: SampleChunk) -> SampleChunk | None:
         """Leave out samples an earlier incarnation of this outbox already sealed."""
@@ -203,9 +224,10 @@ class Sealer:
         dropped = chunk.n - int(keep.sum())
         if dropped:
             self.e.counts["deduped_samples"] += dropped
-            self.e.warn_once("dedupe", "telescope: left out samples that a previous run of "
-                             "this process already logged (resumed from a checkpoint)",
-                             level=logging.INFO)
+            self.e.warn_once("dedupe", "telescope: resuming run %r: left out %d samples of "
+                             "step %d that this run's previous process already logged (they "
+                             "are stored once; stats['deduped_samples'] counts them all)",
+                             self.e.c.run, dropped, low)
         if dropped == chunk.n:
             return None
         return chunk if not dropped else chunk.take(keep)
@@ -229,19 +251,22 @@ class Sealer:
             self.seal_batch(self.e.batcher.seal(), out)
 
     def seal_batch(self, batch: Batch, out: list[Outgoing]) -> None:
-        ident = identity_record(batch.fields) if self.dedupe else None
+        ident = identity_record(batch.fields) if self.record_idents else None
         self.seal_message({"type": "samples", **batch.fields}, out, batch.n, ident)
         self.e.counts["logged_samples"] += batch.n
 
     def seal_message(self, fields_: dict[str, Any], out: list[Outgoing], n: int = 0,
                      ident: tuple[int, int, bytes] | None = None) -> None:
         mid = f"{self.prefix}-{next(self.counter)}"
-        msg = {"v": VERSION, "id": mid, "run": self.e.c.run, **fields_}
+        msg = {"v": VERSION, "id": mid, "run": self.e.c.run,
+               "incarnation": self.e.incarnation, **fields_}
         body = spool_mod.encode(msg, self.o.encoding)
         out.append(Outgoing(mid, msg["type"], n, self.o.encoding, body, ident))
+        self.since_barrier += 1
 
     def invalid(self, key: str, message: str) -> None:
         self.e.counts["invalid_calls"] += 1
+        self.e.c.ledger.add("invalid call", message.split(":")[0], 1, message)
         self.e.warn_once(("invalid", key), "telescope: %s (dropped; counted in stats, logged "
                          "once)", message)
 
@@ -253,6 +278,11 @@ class Sealer:
         assert e.spool is not None
         if e.spool.bytes > self.o.max_spool_bytes:
             e.counts["dropped_spool_full"] += len(out)
+            for m in out:
+                e.c.ledger.add("outbox full", f"a {m.kind} message ({m.n} samples)" if m.n
+                               else f"a {m.kind} message", m.n or 1,
+                               f"the outbox holds more than max_spool_bytes="
+                               f"{self.o.max_spool_bytes} unacknowledged bytes")
             e.warn_once("spool_full", "telescope: the outbox holds more than %d bytes "
                         "(max_spool_bytes); dropping new messages", self.o.max_spool_bytes)
             return False
@@ -261,7 +291,7 @@ class Sealer:
         except (sqlite3.Error, OSError) as exc:
             self.to_memory(out, exc)
         self.appends += 1
-        if self.appends % 200 == 0 and self.o.dedupe_steps > 0:
+        if self.appends % 200 == 0 and self.record_idents:
             self.prune()
         e.send_event.set()
         return True
@@ -272,6 +302,7 @@ class Sealer:
         e.counts["spool_errors"] += 1
         log.error("telescope: writing the outbox failed (%s); continuing in memory only", exc)
         old, e.spool = e.spool, spool_mod.Spool(None)
+        e.spool.incarnation = e.incarnation
         try:
             rows = old.pending(0, 1 << 62) if old else []
             if old:

@@ -10,29 +10,43 @@
 
 **Who sends.** Only one process per run needs a client for step metrics: with data parallelism,
 reduce on every rank (`reduce_window(window, dst=0)`) and call `log_step` on rank 0 only (the
-other ranks get None). Reward workers (separate processes or machines) each open their own
-client to the *same run name* and send only samples; the server merges messages from any number
-of clients. Only the run's owner passes `status=` to `close` (or calls `end`).
+other ranks get None). That client *starts* the run: it sends `run.start` (with `config` and
+`environments` when given). Reward workers (separate processes or machines) each open their own
+client to the same run name with `join=True` and send only samples: they join the newest run
+of that name and never start one. Only the run's owner passes `status=` to `close` (or calls
+`end`).
+
+**New experiment or resume.** Every client makes a run *incarnation* (an id for this attempt)
+and puts it on each message. A starting client whose run name already holds an earlier
+experiment on the server (steps or samples, from a `run.start`) gets a **new run**, shown as
+`<name>-2` (`-3`, ...; `client.run_name`, `client.run_id` once the server answered, and a
+warning in the log): a second run of a script never merges into the first, nor is anything of
+it dropped. `resume=True` continues the newest run of that name instead (a trainer restarted
+from its checkpoint), reusing the incarnation its outbox remembers.
 
 **Threading.** `log_*` only append a tuple to a deque (`log_step` copies its dict; sample
 columns are taken by reference and read on the sender thread within `poll_interval`, so pass
 fresh ones or connect with `copy_columns=True`): no validation, encoding, I/O or lock on the
 caller's thread, and no exception escapes (a problem is logged once and counted in
-`client.stats`). A daemon thread runs its own asyncio loop:
-every `poll_interval` it drains the deque, validates and converts the values (numpy), batches
-samples columnar (`max_batch_samples` / `max_batch_bytes`, sealed at least every
-`flush_interval`), gives every message a unique id (`<12 hex of a uuid4>-<counter>`) and writes
-it to the on-disk outbox (`trainer_hooks.spool`, SQLite) *before* sending. The sender task
-pipelines messages in outbox order (at most `max_in_flight` unacknowledged, client-side rate
-limit), the receiver task matches acks and error replies by id and deletes those messages from
-the outbox. On a lost connection everything unacknowledged is resent in order, with its
-original id, after a capped exponential backoff with jitter; the server acks a repeat as a
-duplicate and applies nothing twice.
+`client.stats`; `client.not_stored` lists every value not stored and why). When the sender thread
+falls `max_queue` calls behind, a `log_*` call waits for room (bounded back-pressure: at most one
+pump pass of the sender thread, a few ms; `stats["waited_queue_full"]`) instead of dropping
+anything. A daemon thread runs its own asyncio loop: every `poll_interval` it drains the deque,
+validates and converts the values (numpy), batches samples columnar (`max_batch_samples` /
+`max_batch_bytes`, sealed at least every `flush_interval`), gives every message a unique id (`<12
+hex of a uuid4>-<counter>`) and writes it to the on-disk outbox (`trainer_hooks.spool`, SQLite)
+*before* sending. The sender task pipelines messages in outbox order, small ones packed into batch
+frames (at most `max_in_flight` frames unacknowledged, client-side rate limit), the receiver task
+matches acks and error replies by id and deletes those messages from the outbox. On a lost
+connection everything unacknowledged is resent in order, with its original id, after a capped
+exponential backoff with jitter; the server acks a repeat as a duplicate and applies nothing twice.
 
-**Restarts.** A new process with the same spool directory and run name replays the previous
-process's unacknowledged messages first (original ids). It also remembers which samples the
-previous process had sealed (the last `dedupe_steps` steps): samples re-logged after resuming
-from a checkpoint are dropped instead of being counted twice (`stats["deduped_samples"]`).
+**Restarts.** A new process with the same spool directory, server, token and run name replays
+the previous process's unacknowledged messages first (original ids and incarnation, so they
+reach the run they were logged for). With `resume=True` it also remembers which samples the
+previous process had sealed for that run (the last `dedupe_steps` steps): samples re-logged
+after resuming from a checkpoint are left out instead of being counted twice, with a warning
+(`stats["deduped_samples"]`). Without resume nothing is ever left out.
 `client.sync()` returns once everything logged so far is in the outbox; call it before writing
 a checkpoint and a crash loses nothing logged before the checkpoint.
 
@@ -75,8 +89,10 @@ from trainer_hooks.sender_queue import (
     STEP,
     STOP,
     SYNC,
+    Ledger,
     Waiter,
 )
+from trainer_hooks.spool import scope_of as spool_scope
 
 log = logging.getLogger("trainer_hooks.sender")
 _now = time.time
@@ -96,11 +112,11 @@ class SenderOptions:
     max_in_flight: int = 32
     max_in_flight_bytes: int = 8 << 20
     max_message_bytes: int = 4 << 20
-    max_queue: int = 4096  # log calls waiting for the sender thread; more are dropped
+    max_queue: int = 4096  # log calls waiting for the sender thread; more wait for room
     copy_columns: bool = False  # True: log_samples copies its columns (safe with reused
     # buffers; costs one copy per column on the caller's thread)
     max_spool_bytes: int = 1 << 30
-    max_messages_per_second: float = 1000.0
+    max_messages_per_second: float = 1000.0  # frames per second (a batch frame counts once)
     backoff_initial: float = 0.25
     backoff_max: float = 10.0
     open_timeout: float = 10.0
@@ -113,11 +129,14 @@ class SenderOptions:
 
 
 def connect(url: str, token: str, run: str, config: dict[str, Any] | None = None,
-            environments: Any = None, **options: Any) -> Client:
-    """Start a sender for `run`; see the module docstring. Raises only for a malformed
-    `url` or run name or an unknown option (setup mistakes), never for the network."""
+            environments: Any = None, *, resume: bool = False, join: bool = False,
+            **options: Any) -> Client:
+    """Start a sender for `run`; see the module docstring. `resume=True` continues the newest
+    run of that name (a restarted trainer); `join=True` sends into it without starting it (a
+    reward worker). Raises only for setup mistakes (a malformed `url` or run name, an unknown
+    option, `join` with `resume`, `config` or `environments`), never for the network."""
     return Client(url, token, run, config=config, environments=environments,
-                  options=SenderOptions(**options))
+                  options=SenderOptions(**options), resume=resume, join=join)
 
 
 def ingest_url(url: str) -> str:
@@ -155,20 +174,31 @@ class Client:
     """A connection to one run. `log_*` are safe to call from any thread."""
 
     def __init__(self, url: str, token: str, run: str, *, config: dict[str, Any] | None,
-                 environments: Any, options: SenderOptions) -> None:
+                 environments: Any, options: SenderOptions, resume: bool = False,
+                 join: bool = False) -> None:
         check_key(run, "run", kind="run name")
         if options.encoding not in ("msgpack", "json"):
             raise ValueError("encoding must be 'msgpack' or 'json'")
+        if join and (resume or config is not None or environments is not None):
+            raise ValueError("join=True only sends into a run someone else starts: it takes "
+                             "no resume, config or environments")
         self.url = ingest_url(url)
         self.run = run
+        self.resume, self.join = bool(resume), bool(join)
+        self.scope = spool_scope(self.url, token)
+        self.run_id: int | None = None  # known once the server acknowledged our run.start
+        self.run_name: str | None = None
         self.options = options
+        self.ledger = Ledger()
+        self._room = threading.Event()
         self._copy_columns = options.copy_columns
         self._max_queue = options.max_queue
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._closed = False
         self._close_result: bool | None = None
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(("dropped_queue_full", "dropped_closed", "invalid_calls"), 0)
+        self._counts = dict.fromkeys(("dropped_queue_full", "dropped_closed", "invalid_calls",
+                                      "waited_queue_full"), 0)
         self._warned: set[str] = set()
         self._recorders: list[RewardRecorder] = []
         self._engine = SenderEngine(self, token)
@@ -176,7 +206,7 @@ class Client:
                                         name=f"telescope-sender[{run}]")
         self._thread.start()
         self._engine.started.wait(30)
-        if config is not None or environments is not None:
+        if not join:
             self._run_start(config, environments)
         atexit.register(self._atexit)
 
@@ -242,13 +272,18 @@ class Client:
 
     # ---------------------------------------------------------------- waiting
 
-    def flush(self, timeout: float | None = 10.0) -> bool:
-        """Send everything logged so far; True when all of it is acknowledged and nothing was
-        lost (dropped, rejected) since the previous flush. Waits at most `timeout`."""
+    def flush(self, timeout: float | None = 10.0, *, aggregated: bool = False) -> bool:
+        """Send everything logged so far; True when all of it is stored on the server (each
+        message acknowledged after its commit) and no value was lost (left out, dropped,
+        rejected: see `not_stored`) since the previous flush. With `aggregated=True` also
+        wait until the server has aggregated it, so the read API returns it (a `barrier`).
+        Waits at most `timeout`."""
         if self._close_result is not None:
             return self._close_result
         for rec in list(self._recorders):
             rec.flush()
+        if aggregated:
+            self._queue.append((CONTROL, {"type": "barrier"}))  # never refused, like a flush
         return self._wait(FLUSH, timeout)
 
     def sync(self, timeout: float | None = 10.0) -> bool:
@@ -267,14 +302,20 @@ class Client:
         return waiter.wait(timeout)
 
     def close(self, timeout: float | None = 10.0, *, status: str | None = None) -> bool:
-        """Flush (at most `timeout`), then stop the sender thread; returns what `flush`
-        returned. `status="finished"|"failed"` also ends the run. Idempotent."""
+        """Flush with `aggregated=True` (at most `timeout`), then stop the sender thread;
+        returns what `flush` returned: True when every value logged since the last flush is
+        stored and aggregated. `status="finished"|"failed"` also ends the run. Idempotent."""
         if self._close_result is not None:
             return self._close_result
         deadline = None if timeout is None else time.monotonic() + timeout
         if status is not None:
             self.end(status)
-        ok = self.flush(timeout)
+        ok = self.flush(timeout, aggregated=True)
+        if self.ledger.total or self._engine.counts["deduped_samples"]:
+            log.warning("telescope: run %r closed; %d values were not stored (see "
+                        "client.not_stored), %d re-logged samples left out as already stored "
+                        "(resume)", self.run, self.ledger.total,
+                        self._engine.counts["deduped_samples"])
         self._closed = True
         self._queue.append((STOP,))
         self._engine.kick()
@@ -305,8 +346,15 @@ class Client:
         e = self._engine
         conn = e.connection
         out.update(pending=e.spool.rows if e.spool else 0, in_flight=len(conn.in_flight),
-                   spool_bytes=e.spool.bytes if e.spool else 0, connected=int(conn.connected))
+                   spool_bytes=e.spool.bytes if e.spool else 0, connected=int(conn.connected),
+                   not_stored=self.ledger.total)
         return out
+
+    @property
+    def not_stored(self) -> list[dict[str, Any]]:
+        """The latest 1000 records of values this client did not store: {"reason", "what",
+        "count", "why"}; `stats["not_stored"]` counts them all."""
+        return self.ledger.snapshot()
 
     @property
     def spool_path(self) -> Path | None:
@@ -320,10 +368,31 @@ class Client:
             queue.append(entry)  # the only work on the caller's thread
         elif self._closed:
             self._count("dropped_closed", 1)
+            self.ledger.add("closed", _what(entry), 1, "logged after close()")
+            self._warn_once("closed", "telescope: a log call after close() is not stored "
+                            "(counted in stats)")
+        elif self._wait_for_room():
+            queue.append(entry)
         else:
             self._count("dropped_queue_full", 1)
-            self._warn_once("queue", "telescope: the sender queue is full (max_queue=%d); "
-                            "dropping log calls (counted in stats)", self._max_queue)
+            self.ledger.add("sender stopped", _what(entry), 1, "the sender thread has stopped")
+
+    def _wait_for_room(self) -> bool:
+        """Back-pressure: block until the sender thread has drained the queue below
+        `max_queue` (one pump pass). False only when the sender thread is gone."""
+        self._count("waited_queue_full", 1)
+        self._warn_once("queue", "telescope: logging faster than the sender thread seals "
+                        "(max_queue=%d calls behind); log calls wait for it (counted in "
+                        "stats['waited_queue_full'])", self._max_queue)
+        while len(self._queue) >= self._max_queue:
+            if not self._thread.is_alive():
+                return False
+            self._room.clear()
+            if len(self._queue) < self._max_queue:
+                break
+            self._engine.kick()
+            self._room.wait(0.05)
+        return True
 
     def _count(self, name: str, n: int) -> None:
         if n:
@@ -332,6 +401,7 @@ class Client:
 
     def _caller_problem(self, where: str, exc: Exception) -> None:
         self._count("invalid_calls", 1)
+        self.ledger.add("invalid call", where, 1, f"{type(exc).__name__}: {exc}")
         self._warn_once(where, "telescope: %s ignored a bad call (counted in stats, logged "
                         "once): %s: %s", where, type(exc).__name__, exc)
 
@@ -343,7 +413,7 @@ class Client:
         log.warning(msg, *args)
 
     def _run_start(self, config: Any, environments: Any) -> None:
-        msg: dict[str, Any] = {"type": "run.start"}
+        msg: dict[str, Any] = {"type": "run.start", "resume": self.resume}
         if config is not None:
             try:
                 msg["config"] = orjson.loads(orjson.dumps(
@@ -356,6 +426,18 @@ class Client:
             self._count("invalid_calls", len(problems))
             msg["environments"] = decls
         self._put((CONTROL, msg))
+
+
+def _what(entry: tuple[Any, ...]) -> str:
+    """A queue entry, named for the ledger of values not stored."""
+    tag = entry[0]
+    if tag == STEP:
+        return f"log_step({entry[1]!r:.40}): {len(entry[2])} metrics"
+    if tag in (SAMPLES, REWARDS):
+        return f"log_{'samples' if tag == SAMPLES else 'rewards'}(step {entry[1]!r:.40})"
+    if tag == CONTROL:
+        return f"a {entry[1].get('type')} message"
+    return "a log call"
 
 
 __all__ = ["Client", "SenderOptions", "connect", "ingest_url", "STAT_NAMES"]

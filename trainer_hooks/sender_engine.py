@@ -12,6 +12,7 @@ import asyncio
 import logging
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ class SenderEngine:
         self.flush_waiters: list[Waiter] = []
         self.losses_seen = 0
         self.warned: set[Any] = set()
+        self.incarnation = ""
         self.sealer = Sealer(self)
         self.connection = Connection(self)
 
@@ -99,7 +101,7 @@ class SenderEngine:
             if o.spool:
                 base = Path(o.spool_dir) if o.spool_dir else spool_mod.default_dir()
                 self.spool = spool_mod.open_slot(base, self.c.run, name=o.spool_name,
-                                                 fsync=o.fsync)
+                                                 fsync=o.fsync, scope=self.c.scope)
             else:
                 self.spool = spool_mod.Spool(None)
         except (OSError, sqlite3.Error) as exc:
@@ -107,7 +109,12 @@ class SenderEngine:
                         "only", exc)
             self.counts["spool_errors"] += 1
             self.spool = spool_mod.Spool(None)
-        self.counts["replayed"] = self.spool.rows
+        try:
+            self.incarnation = self.spool.take_incarnation(self.c.resume, uuid.uuid4().hex)
+        except sqlite3.Error as exc:
+            log.warning("telescope: cannot record the run incarnation (%s)", exc)
+            self.incarnation = self.spool.incarnation = uuid.uuid4().hex
+        self.counts["replayed"] = self.sealer.since_barrier = self.spool.rows
         if self.spool.rows:
             log.info("telescope: replaying %d unacknowledged messages from %s",
                      self.spool.rows, self.spool.path)
@@ -116,6 +123,18 @@ class SenderEngine:
         if key not in self.warned:
             self.warned.add(key)
             log.log(level, msg, *args)
+
+    def run_opened(self, reply: dict[str, Any]) -> None:
+        """The server's answer to our run.start: which run this client's messages reach."""
+        c = self.c
+        c.run_id, c.run_name = reply.get("run_id"), reply.get("run_name")
+        if reply.get("new_run"):
+            log.warning("telescope: run %r already holds an earlier experiment on %s; this one "
+                        "is stored as the new run %r (id %s). To continue the earlier run "
+                        "instead, connect with resume=True.", c.run, c.url, c.run_name,
+                        c.run_id)
+        elif reply.get("duplicate") is None and c.run_name not in (None, c.run):
+            log.info("telescope: run %r is shown as %r (id %s)", c.run, c.run_name, c.run_id)
 
     def set_fatal(self, reason: str) -> None:
         """Stop sending for good (a refused token, a bad URL); the outbox is kept."""

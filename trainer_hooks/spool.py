@@ -5,7 +5,9 @@ acknowledges it (or rejects it), so the outbox is exactly the set of messages no
 acknowledged; replaying it in `seq` order after a reconnect or a restart of the training process
 resends them with their original ids and the server applies each once.
 
-Layout: `<spool dir>/<run key>/<slot>.sqlite`, `<slot>` = `slot-<i>` or a given name. A client
+Layout: `<spool dir>/<run key>/<slot>.sqlite`, `<slot>` = `slot-<i>` or a given name; the run
+key names the run and hashes it with the server URL and token (`scope`), so an outbox is only
+ever replayed to the server and project it was written for. A client
 holds an exclusive advisory lock (`<slot>.lock`, flock) on its slot for its lifetime, so
 concurrent clients of one run on one machine (reward workers) each get their own slot; a new
 client takes its named slot or the lowest free one, and adopts the pending messages of any other
@@ -14,11 +16,14 @@ unlocked slot (a client that died).
 Tables:
 - `outbox(seq INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT UNIQUE, kind, n, fmt, body, created)`
   — `fmt` is 'msgpack' (binary frame) or 'json' (text frame); `n` the sample count.
-- `logged(step_min, step_max, gen, data)` — which samples each incarnation (`gen`) of this slot
-  has sealed (per samples message: msgpack `[step, env, group ids, sample ids]`, as on the
-  wire), for the last few thousand steps, so a restarted trainer that re-logs the steps after
-  its checkpoint does not double-count samples already on their way.
-- `meta(name, value)` — `gen`, the incarnation counter.
+- `sealed(step_min, step_max, gen, incarnation, data)` — which samples each process (`gen`) of
+  this slot has sealed for which run incarnation (per samples message: msgpack `[step, env,
+  group ids, sample ids]`, as on the wire), for the last few thousand steps, so a trainer that
+  *resumes* its run (`connect(..., resume=True)`) and re-logs the steps after its checkpoint
+  does not double-count samples already on their way. Only a resume of the same incarnation
+  consults it; a new experiment under the same name never does.
+- `meta(name, value)` — `gen` (the process counter) and `incarnation` (the run attempt the
+  slot's latest client sent for; a resume continues it).
 
 The connection is used by one thread at a time (the sender's event-loop thread).
 """
@@ -58,14 +63,16 @@ CREATE TABLE IF NOT EXISTS outbox (
     body BLOB NOT NULL,
     created REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS logged (
+CREATE TABLE IF NOT EXISTS sealed (
     id INTEGER PRIMARY KEY,
     step_min INTEGER NOT NULL,
     step_max INTEGER NOT NULL,
     gen INTEGER NOT NULL,
+    incarnation TEXT NOT NULL,
     data BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS logged_steps ON logged (step_max, step_min);
+CREATE INDEX IF NOT EXISTS sealed_steps ON sealed (incarnation, step_max, step_min);
+DROP TABLE IF EXISTS logged;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -99,10 +106,16 @@ def default_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "telescope" / "spool"
 
 
-def run_key(run: str) -> str:
-    """A file-system-safe directory name for a run, unique per run name."""
+def scope_of(url: str, token: str) -> str:
+    """What an outbox belongs to besides its run name: the server and the token's project
+    (the token is only hashed, never stored)."""
+    return hashlib.sha256(f"{url}\n{token}".encode()).hexdigest()[:16]
+
+
+def run_key(run: str, scope: str = "") -> str:
+    """A file-system-safe directory name for a run, unique per run name and scope."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", run)[:64]
-    return f"{safe}-{hashlib.sha256(run.encode()).hexdigest()[:10]}"
+    return f"{safe}-{hashlib.sha256(f'{scope}/{run}'.encode()).hexdigest()[:10]}"
 
 
 class Spool:
@@ -127,10 +140,10 @@ class Spool:
             self.close()
             raise
         self.gen = gen
+        self.incarnation = ""
+        self.prev_max_step: int | None = None
         row = self._db.execute("SELECT count(*), coalesce(sum(length(body)), 0) FROM outbox")
         self.rows, self.bytes = row.fetchone()
-        self.prev_max_step: int | None = self._db.execute(
-            "SELECT max(step_max) FROM logged WHERE gen < ?", (gen,)).fetchone()[0]
         self.last_seq = self._db.execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
 
     # ---------------------------------------------------------------- transactions
@@ -141,6 +154,19 @@ class Spool:
     def _meta(self, name: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else row[0]
+
+    def take_incarnation(self, resume: bool, new: str) -> str:
+        """This process's run incarnation: with `resume` the one this slot sent for last (if
+        any), else `new`; remembered for the next resume. Returns it."""
+        old = self._meta("incarnation") if resume else None
+        self.incarnation = old or new
+        with self._tx():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('incarnation', ?)",
+                             (self.incarnation,))
+        self.prev_max_step = self._db.execute(
+            "SELECT max(step_max) FROM sealed WHERE incarnation = ? AND gen < ?",
+            (self.incarnation, self.gen)).fetchone()[0]
+        return self.incarnation
 
     def append(self, messages: Sequence[Outgoing]) -> int:
         """Write messages (and their sample keys) in one transaction; returns the last seq."""
@@ -154,8 +180,9 @@ class Spool:
                     self.rows += 1
                     self.bytes += len(m.body)
                 if m.ident is not None:
-                    self._db.execute("INSERT INTO logged (step_min, step_max, gen, data) VALUES"
-                                     " (?, ?, ?, ?)", (*m.ident[:2], self.gen, m.ident[2]))
+                    self._db.execute("INSERT INTO sealed (step_min, step_max, gen, incarnation,"
+                                     " data) VALUES (?, ?, ?, ?, ?)",
+                                     (*m.ident[:2], self.gen, self.incarnation, m.ident[2]))
             self.last_seq = self._db.execute(
                 "SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
         return self.last_seq
@@ -203,11 +230,12 @@ class Spool:
     # ---------------------------------------------------------------- restart de-duplication
 
     def previous_keys(self, lo: int, hi: int) -> dict[int, set[tuple[str, str, str]]]:
-        """(env, group id, sample id) of the samples of steps lo..hi that an earlier
-        incarnation of this slot sealed, per step."""
+        """(env, group id, sample id) of the samples of steps lo..hi that an earlier process
+        of this slot sealed for the same run incarnation, per step."""
         out: dict[int, set[tuple[str, str, str]]] = defaultdict(set)
-        cur = self._db.execute("SELECT data FROM logged WHERE gen < ? AND step_max >= ? AND"
-                               " step_min <= ?", (self.gen, lo, hi))
+        cur = self._db.execute("SELECT data FROM sealed WHERE incarnation = ? AND gen < ? AND"
+                               " step_max >= ? AND step_min <= ?",
+                               (self.incarnation, self.gen, lo, hi))
         for (data,) in cur:
             steps, env, gids, sids = msgpack.unpackb(data, raw=False)
             n = len(sids)
@@ -220,7 +248,9 @@ class Spool:
 
     def prune_keys(self, below_step: int) -> None:
         with self._tx():
-            self._db.execute("DELETE FROM logged WHERE step_max < ?", (below_step,))
+            self._db.execute("DELETE FROM sealed WHERE incarnation = ? AND step_max < ?",
+                             (self.incarnation, below_step))
+            self._db.execute("DELETE FROM sealed WHERE incarnation != ?", (self.incarnation,))
 
     # ---------------------------------------------------------------- adoption
 
@@ -272,14 +302,14 @@ def _try_lock(path: Path) -> int | None:
 
 
 def open_slot(directory: Path, run: str, *, name: str | None = None,
-              fsync: bool = False) -> Spool:
+              fsync: bool = False, scope: str = "") -> Spool:
     """Open (creating) this client's slot of `run` under `directory` and adopt the pending
     messages of unlocked slots left by clients that died.
 
     With `name` the slot is `<name>.sqlite` (a stable identity for one of several workers of
     a run on one machine, so its restart finds its own sample keys); otherwise, or when that
     name is in use, the lowest free `slot-<i>.sqlite`."""
-    base = directory / run_key(run)
+    base = directory / run_key(run, scope)
     base.mkdir(parents=True, exist_ok=True)
     candidates = [f"slot-{i}" for i in range(MAX_SLOTS)]
     if name is not None:

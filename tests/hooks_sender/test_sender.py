@@ -27,14 +27,16 @@ from trainer_hooks.rewards import RewardResult
 from trainer_hooks.sender import Client, connect, ingest_url
 
 
-def offline(tmp_path: Path, **options: Any) -> Client:
+def offline(tmp_path: Path, url: str | None = None, **options: Any) -> Client:
     """A client whose server is never there: everything stays in its outbox."""
     options.setdefault("spool_dir", tmp_path / "spool")
-    return connect(f"ws://127.0.0.1:{free_port()}", "tok", "run-1", backoff_max=0.2, **options)
+    return connect(url or f"ws://127.0.0.1:{free_port()}", "tok", "run-1", backoff_max=0.2,
+                   **options)
 
 
-def spooled(client: Client) -> list[dict[str, Any]]:
-    """The messages in a client's outbox, in order, decoded and validated."""
+def spooled(client: Client, *, starts: bool = False) -> list[dict[str, Any]]:
+    """The messages in a client's outbox, in order, decoded and validated (without the
+    run.start every starting client sends first, unless `starts`)."""
     assert client.spool_path is not None
     uri = f"file:{client.spool_path}?mode=ro"
     with closing(sqlite3.connect(uri, uri=True)) as db:
@@ -43,7 +45,8 @@ def spooled(client: Client) -> list[dict[str, Any]]:
     for fmt, body in rows:
         obj = p.decode_frame(body if fmt == "msgpack" else body.decode(), binary=fmt == "msgpack")
         p.validate_message(obj)
-        out.append(obj)
+        if starts or obj["type"] != "run.start":
+            out.append(obj)
     return out
 
 
@@ -194,22 +197,62 @@ def test_log_calls_never_raise_on_garbage_and_count_it(
     assert len(messages) == len(set(messages))  # each problem logged once
 
 
-def test_log_calls_after_close_are_counted(tmp_path: Path) -> None:
-    c = offline(tmp_path)
+def test_log_calls_after_close_are_counted_and_named(tmp_path: Path) -> None:
+    c = offline(tmp_path, join=True)  # a joining client sends no run.start
     assert c.close(0.1)  # nothing was logged: nothing waits for an ack
     c.log_step(1, {"a": 1.0})
-    assert c.stats["dropped_closed"] == 1
+    assert c.stats["dropped_closed"] == 1 and c.stats["not_stored"] == 1
+    assert c.not_stored == [{"reason": "closed", "what": "log_step(1): 1 metrics", "count": 1,
+                             "why": "logged after close()"}]
     assert c.close() is True  # idempotent: the answer of the first close
 
 
-def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path: Path) -> None:
+def test_a_full_queue_makes_the_caller_wait_instead_of_dropping(tmp_path: Path) -> None:
     c = offline(tmp_path, max_queue=10, poll_interval=5.0)
     try:
-        for i in range(50):
-            c.log_step(i, {"a": 1.0})
-        assert c.stats["dropped_queue_full"] >= 40 - 1
+        for i in range(500):
+            c.log_step(i, {"a": float(i)})
+        assert c.sync(10)
+        stats = c.stats
+        assert stats["dropped_queue_full"] == 0 and stats["not_stored"] == 0
+        assert stats["waited_queue_full"] > 0
+        assert [m["metrics"]["a"] for m in spooled(c)] == [float(i) for i in range(500)]
     finally:
         c.close(0.1)
+
+
+def test_a_new_experiment_starts_and_every_message_carries_its_incarnation(
+        tmp_path: Path) -> None:
+    url = f"ws://127.0.0.1:{free_port()}"
+    first = offline(tmp_path, url, config={"lr": 0.1})
+    first.log_step(0, {"a": 1.0})
+    assert first.sync(10)
+    msgs = spooled(first, starts=True)
+    first.close(0.1)
+    assert [m["type"] for m in msgs] == ["run.start", "step"]
+    assert msgs[0]["resume"] is False and msgs[0]["config"] == {"lr": 0.1}
+    inc = msgs[0]["incarnation"]
+    assert len(inc) == 32 and all(m["incarnation"] == inc for m in msgs)
+
+    again = offline(tmp_path, url)  # the same script run again: another attempt
+    resumed = offline(tmp_path, url, resume=True)  # (the next slot; it remembers nothing)
+    for c in (again, resumed):
+        assert c.sync(10)
+    [start_again] = spooled(again, starts=True)[-1:]
+    assert start_again["incarnation"] != inc and start_again["resume"] is False
+    again.close(0.1)
+    resumed.close(0.1)
+    third = offline(tmp_path, url, resume=True)  # slot-0 again: resumes what it sent last
+    assert third.sync(10)
+    start = spooled(third, starts=True)[-1]
+    assert start["resume"] is True and start["incarnation"] == start_again["incarnation"]
+    third.close(0.1)
+    other = offline(tmp_path)  # another server: another outbox, nothing of these replayed
+    assert other.spool_path is not None and third.spool_path is not None
+    assert other.spool_path.parent != third.spool_path.parent and other.stats["replayed"] == 0
+    other.close(0.1)
+    with pytest.raises(ValueError, match="join"):
+        offline(tmp_path, join=True, resume=True)
 
 
 def timed(fn: Callable[[], None], n: int) -> list[float]:
@@ -246,12 +289,16 @@ def test_log_calls_cost_microseconds_on_the_callers_thread(tmp_path: Path) -> No
 
 class ScriptedServer:
     """A WebSocket server on a thread. `reply(msg, n)` returns "ack", "error", "abort"
-    (drop the TCP connection without replying) or an int close code; acks may be delayed."""
+    (drop the TCP connection without replying) or an int close code; acks may be delayed.
+    Batch frames get a list of replies. run.start and barrier messages are acked at once and
+    kept apart (`control`), so `received` holds what the test logged."""
 
     def __init__(self, reply: Callable[[dict[str, Any], int], Any], ack_delay: float = 0.0,
                  token: str = "tok") -> None:
         self.reply, self.ack_delay, self.token = reply, ack_delay, token
         self.received: list[dict[str, Any]] = []
+        self.control: list[dict[str, Any]] = []
+        self.frames: list[int] = []  # messages per frame
         self.outstanding = self.max_outstanding = self.connections = 0
         self.port = 0
         self.ready = threading.Event()
@@ -271,26 +318,35 @@ class ScriptedServer:
             await ws.close(4401)
             return
         async for frame in ws:
-            msg = msgpack.unpackb(frame) if isinstance(frame, bytes) else None
-            assert msg is not None
-            self.received.append(msg)
-            action = self.reply(msg, len(self.received))
-            if action == "abort":
-                ws.transport.abort()
-                return
-            if isinstance(action, int):
-                await ws.close(action)
-                return
+            obj = msgpack.unpackb(frame) if isinstance(frame, bytes) else None
+            assert obj is not None
+            batch = isinstance(obj, list)
+            replies = []
+            for msg in obj if batch else [obj]:
+                if msg["type"] in ("run.start", "barrier"):
+                    self.control.append(msg)
+                    replies.append({"type": "ack", "id": msg["id"]})
+                    continue
+                self.received.append(msg)
+                action = self.reply(msg, len(self.received))
+                if action == "abort":
+                    ws.transport.abort()
+                    return
+                if isinstance(action, int):
+                    await ws.close(action)
+                    return
+                replies.append({"type": "ack", "id": msg["id"]} if action == "ack" else
+                               {"type": "error", "id": msg["id"], "code": "invalid",
+                                "field": "step", "message": "no"})
+            self.frames.append(len(replies))
             self.outstanding += 1
             self.max_outstanding = max(self.max_outstanding, self.outstanding)
-            asyncio.get_running_loop().create_task(self.answer(ws, msg, action))
+            asyncio.get_running_loop().create_task(
+                self.answer(ws, replies if batch else replies[0]))
 
-    async def answer(self, ws: ServerConnection, msg: dict[str, Any], action: str) -> None:
+    async def answer(self, ws: ServerConnection, reply: Any) -> None:
         await asyncio.sleep(self.ack_delay)
         self.outstanding -= 1
-        reply = ({"type": "ack", "id": msg["id"]} if action == "ack" else
-                 {"type": "error", "id": msg["id"], "code": "invalid", "field": "step",
-                  "message": "no"})
         try:
             await ws.send(orjson.dumps(reply).decode())
         except Exception:  # noqa: BLE001 - the connection went away
@@ -315,11 +371,29 @@ def test_messages_are_pipelined_within_the_in_flight_bound(tmp_path: Path) -> No
         c = connect(server.url, "tok", "r", spool_dir=tmp_path, max_in_flight=8)
         for step in range(100):
             c.log_step(step, {"a": float(step)})
+            time.sleep(0.002)  # spread out, so they do not all share one batch frame
         assert c.flush(20)
         assert c.close(5)
     assert server.max_outstanding > 1  # did not wait for each ack
     assert server.max_outstanding <= 8
     assert [m["step"] for m in server.received] == list(range(100))
+
+
+def test_a_burst_of_small_messages_travels_in_batch_frames(tmp_path: Path) -> None:
+    with ScriptedServer(lambda m, n: "error" if n == 500 else "ack", ack_delay=0.01) as server:
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path)
+        for step in range(2000):
+            c.log_step(step, {"a": float(step)})
+        assert not c.flush(30)  # one was rejected: named in the ledger
+        stats = c.stats
+        assert c.close(5)
+    assert [m["step"] for m in server.received] == list(range(2000))
+    assert max(server.frames) > 50 and len(server.frames) < 200
+    assert stats["acked"] == 2000 - 1 + 1 and stats["rejected"] == 1  # + run.start
+    assert stats["frames"] == len(server.frames) - 1  # the barrier of close() came after
+    [lost] = c.not_stored
+    assert lost["reason"] == "rejected by the server" and lost["what"].startswith("step 499:")
+    assert lost["why"] == "invalid (field step): no"
 
 
 def test_an_error_reply_drops_that_message_once(tmp_path: Path,
@@ -337,7 +411,7 @@ def test_an_error_reply_drops_that_message_once(tmp_path: Path,
         stats = c.stats
         assert c.close(5)
     assert [m["step"] for m in server.received] == list(range(7))  # never retried
-    assert stats["rejected"] == 1 and stats["acked"] == 6 and stats["pending"] == 0
+    assert stats["rejected"] == 1 and stats["acked"] == 6 + 1 and stats["pending"] == 0
     assert sum("rejected" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -372,9 +446,13 @@ def test_a_bad_token_stops_the_client_and_keeps_the_outbox(tmp_path: Path,
         time.sleep(0.3)
         assert server.connections == 1  # no reconnect loop
         assert not c.close(1)
-        good = connect(server.url, "good", "r", spool_dir=tmp_path)
-        assert good.stats["replayed"] == 1
-        assert good.close(5)
+        other = connect(server.url, "good", "r", spool_dir=tmp_path)  # another project's
+        assert other.stats["replayed"] == 0 and other.close(5)
+        server.token = "bad"  # the token is valid now
+        again = connect(server.url, "bad", "r", spool_dir=tmp_path)
+        assert again.stats["replayed"] == 3  # the first client's run.start, step and barrier
+        assert again.close(5)
+    assert [m["step"] for m in server.received] == [1]
     assert [m["step"] for m in server.received] == [1]
     assert any("4401" in r.getMessage() for r in caplog.records)
 

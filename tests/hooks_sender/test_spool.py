@@ -51,21 +51,29 @@ def test_pending_messages_come_back_in_append_order(tmp_path: Path) -> None:
 
 def test_messages_and_sample_identities_survive_reopening(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "a.sqlite")
+    assert spool.take_incarnation(False, "inc-1") == "inc-1"
     spool.append([out(1, [5, 6], ["a", 7], env=["x", None]), out(2), out(3, 4, ["b"], "e")])
     spool.delete(["m-1"])  # acknowledged: its samples are still remembered
     spool.close()
     again = Spool(tmp_path / "a.sqlite")
     try:
         assert [r.msg_id for r in again.pending()] == ["m-2", "m-3"]
+        assert again.take_incarnation(True, "inc-2") == "inc-1"  # a resume continues it
         assert again.gen == 2 and again.prev_max_step == 6
         assert again.previous_keys(4, 6) == {4: {("e", "0", "b")}, 5: {("x", "0", "a")},
                                              6: {("", "0", "7")}}
         again.append([out(4, 6, ["c"])])
-        assert again.previous_keys(6, 6)[6] == {("", "0", "7")}  # earlier incarnations only
+        assert again.previous_keys(6, 6)[6] == {("", "0", "7")}  # earlier processes only
         again.prune_keys(5)  # whole records: the one of step 4 goes
         assert set(again.previous_keys(0, 9)) == {5, 6}
     finally:
         again.close()
+    fresh = Spool(tmp_path / "a.sqlite")
+    try:  # a new experiment (no resume) sees nothing of the earlier one's samples
+        assert fresh.take_incarnation(False, "inc-3") == "inc-3"
+        assert fresh.prev_max_step is None and fresh.previous_keys(0, 9) == {}
+    finally:
+        fresh.close()
 
 
 def test_a_committed_append_survives_sigkill_of_the_writer(tmp_path: Path) -> None:
@@ -75,6 +83,7 @@ def test_a_committed_append_survives_sigkill_of_the_writer(tmp_path: Path) -> No
         import msgpack
         from trainer_hooks.spool import Outgoing, open_slot
         spool = open_slot(__import__("pathlib").Path({str(tmp_path)!r}), "run/1")
+        spool.take_incarnation(False, "inc")
         for i in range(50):
             ident = (i, i, msgpack.packb([i, None, [0], [f"k{{i}}"]]))
             spool.append([Outgoing(f"m-{{i}}", "samples", 1, "msgpack", b"x" * 1000, ident)])
@@ -97,6 +106,7 @@ def test_a_committed_append_survives_sigkill_of_the_writer(tmp_path: Path) -> No
     try:
         assert spool.path is not None and spool.path.name == "slot-0.sqlite"
         assert [r.msg_id for r in spool.pending(0, 100)] == [f"m-{i}" for i in range(50)]
+        spool.take_incarnation(True, "other")
         assert spool.previous_keys(49, 49) == {49: {("", "0", "k49")}}
     finally:
         spool.close()

@@ -139,7 +139,7 @@ BAD_MESSAGES: list[tuple[str, Any, str, str | None]] = [
      "invalid", "status"),
     ("config not an object", {"v": 1, "id": "x", "type": "run.start", "run": "r",
                               "config": [1]}, "wrong_type", "config"),
-    ("message not an object", [1, 2, 3], "wrong_type", None),
+    ("message not an object", "just a string", "wrong_type", None),
 ]
 
 
