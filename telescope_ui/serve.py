@@ -1,13 +1,17 @@
 """Run the dashboard under daphne: `python -m telescope_ui.serve [--host H] [--port P]`.
 
 Same as `daphne telescope_ui.asgi:application`, but with daphne's WebSocket message cap raised
-above our own limit, so an oversized ingest frame gets our 4413 close instead of daphne's 1009.
+well above our own limit (at least DAPHNE_CAP_BYTES), so an oversized ingest frame reaches the
+consumer and gets our 4413 close, instead of daphne dropping the connection without a close
+code (and with it the replies to the frames before it).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+
+DAPHNE_CAP_BYTES = 32 << 20
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from telescope_ui.asgi import application
 
-    cap = settings.TELESCOPE_MAX_MESSAGE_BYTES * 2
+    cap = max(settings.TELESCOPE_MAX_MESSAGE_BYTES * 2, DAPHNE_CAP_BYTES)
     print(f"Telescope dashboard on http://{args.host}:{args.port}/", flush=True)
     Server(
         application,

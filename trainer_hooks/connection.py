@@ -34,7 +34,7 @@ log = logging.getLogger("trainer_hooks.sender")
 
 CLOSE_BAD_TOKEN, CLOSE_TOO_LARGE, CLOSE_RATE_LIMITED = 4401, 4413, 4429
 FRAME_ROWS = 256  # messages per batch frame (the server takes up to 1000)
-FRAME_BYTES = 256 * 1024  # a message this big or bigger travels alone
+FRAME_BYTES = 64 * 1024  # a batch frame stays under this (a bigger message travels alone)
 
 
 class Connection:

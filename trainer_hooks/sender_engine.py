@@ -140,7 +140,8 @@ class SenderEngine:
         """Stop sending for good (a refused token, a bad URL); the outbox is kept."""
         self.fatal = reason
         log.error("telescope: %s; nothing more will be sent to %s. Messages stay in the "
-                  "outbox %s and are replayed by a later client with a valid token.",
+                  "outbox %s and are replayed by a later client of this run with the same "
+                  "token once the server accepts it.",
                   reason, self.c.url, self.spool.path if self.spool else None)
         self.resolve_all(False)
 

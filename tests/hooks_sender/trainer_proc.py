@@ -3,7 +3,8 @@
     python trainer_proc.py URL TOKEN RUN SPOOL_DIR CHECKPOINT --steps N --samples M
                            [--every K] [--pause-at S]
 
-It resumes after the step recorded in CHECKPOINT (a real job resumes from its last checkpoint),
+It resumes after the step recorded in CHECKPOINT (a real job resumes from its last checkpoint,
+and then connects with `resume=True`: the documented pattern),
 logs each step's metrics and M samples (in two log_samples calls, ids `s<step>-<i>`), and every
 K steps calls `client.sync()` before writing the checkpoint — the documented pattern: whatever
 was logged before a checkpoint is in the outbox when the checkpoint exists. With --pause-at S it
@@ -50,6 +51,7 @@ def main() -> int:
     ckpt = Path(args.checkpoint)
     start = int(ckpt.read_text()) + 1 if ckpt.exists() else 0
     client = connect(args.url, args.token, args.run, config={"steps": args.steps},
+                     resume=ckpt.exists(),
                      environments=[{"name": "countdown", "reward_min": 0, "reward_max": 2}],
                      spool_dir=args.spool_dir, backoff_initial=0.1, backoff_max=1.0,
                      flush_interval=0.2)
