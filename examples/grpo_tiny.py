@@ -265,7 +265,8 @@ class Job:
 
 
 def open_client(args: argparse.Namespace, rank: int) -> Any:
-    """Rank 0 owns the run (config, ranges, steps); other ranks send only samples."""
+    """Rank 0 starts the run (config, ranges, steps); other ranks join it and send only
+    samples."""
     if not args.url:
         return None
     extra = {"spool_dir": args.spool_dir} if args.spool_dir else {}
@@ -273,7 +274,8 @@ def open_client(args: argparse.Namespace, rank: int) -> Any:
         config = {k: v for k, v in vars(args).items() if k not in ("token", "url")}
         return connect(args.url, args.token, args.run, config=config,
                        environments=[DigitSumEnv], **extra)
-    return connect(args.url, args.token, args.run, spool_name=f"rank-{rank}", **extra)
+    return connect(args.url, args.token, args.run, spool_name=f"rank-{rank}", join=True,
+                   **extra)
 
 
 def run_rank(rank: int, args: argparse.Namespace, port: int = 0) -> bool:
