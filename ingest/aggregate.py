@@ -23,6 +23,7 @@ from ingest.gini import (
     per_group,
     runs,
 )
+from ingest.normalize import PREFIX, Observed, normalized_column, observed_in
 from ingest.samples import (
     CANCELED,
     KEPT,
@@ -136,6 +137,23 @@ def _value_family(
             out[(kind, key, "gini_excluded", sc.env)] = float(n_exc)
         if sc.env is None:
             out[(kind, key, "null_count", None)] = float(vals.size - finite.size)
+
+
+def _normalized_family(out: Series, kind: str, key: str, v: np.ndarray, s: StepSamples,
+                       scopes: list[_Scope]) -> None:
+    """The normalized family from v′ (see ingest.normalize): mean, std, min, max and Gini mean
+    (on v′, floor 0), overall and per environment, stored with stats `norm:<stat>`."""
+    idx = np.flatnonzero(scopes[0].kept & np.isfinite(v))
+    ginis = _group_means(v[idx], idx, s, scopes, gini_per_group)
+    for sc, (gini, _, _) in zip(scopes, ginis, strict=True):
+        finite = _finite(v[sc.kept])
+        if finite.size:
+            moments: Series = {}
+            _moments(moments, kind, key, sc.env, finite)
+            for (_, _, stat, _), value in moments.items():
+                out[(kind, key, PREFIX + str(stat), sc.env)] = value
+        if gini is not None:
+            out[(kind, key, PREFIX + "gini_mean", sc.env)] = gini
 
 
 def _ranges_family(
@@ -267,11 +285,15 @@ def _discarded_family(out: Series, s: StepSamples, scopes, tokens: dict[str, np.
             _moments(out, "discarded", key, sc.env, _finite(col[discarded]))
 
 
-def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges]) -> dict[SeriesKey, float]:
-    """Every per-step series of DESIGN.md "Metric families computed per step from samples".
+def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges],
+                   observed: Observed | None = None) -> dict[SeriesKey, float]:
+    """Every per-step series of DESIGN.md "Metric families computed per step from samples",
+    and the normalized family of the reward and each sample metric.
 
-    `ranges` maps environment name to its declared ranges (a missing name declares nothing).
-    Keys are (kind, key, stat, env) with env None for all samples; values are Python floats.
+    `ranges` maps environment name to its declared ranges (a missing name declares nothing);
+    `observed` holds the run's observed ranges (used where a bound is not declared; without
+    them the step's own values stand in). Keys are (kind, key, stat, env) with env None for
+    all samples; values are Python floats.
     """
     out: Series = {}
     scopes = _scopes(s)
@@ -284,6 +306,11 @@ def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges]) -> dict[SeriesK
     for m, v in s.metrics.items():
         m_min = _per_code(s, ranges, _metric_bound(m, "min"), nan)
         _value_family(out, "sample", m, v, s, scopes, np.where(np.isnan(m_min), 0.0, m_min))
+    seen = observed if observed is not None else _observed_here(s)
+    for kind, key, v in [("reward", "reward", s.reward),
+                         *(("sample", m, v) for m, v in s.metrics.items())]:
+        _normalized_family(out, kind, key, normalized_column(s, v, kind, key, ranges, seen),
+                           s, scopes)
     if s.advantage is not None:
         for sc in scopes:
             _moments(out, "advantage", "advantage", sc.env, _finite(s.advantage[sc.kept]))
@@ -299,9 +326,16 @@ def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges]) -> dict[SeriesK
     return out
 
 
-def aggregate_blobs(blobs: list[bytes], ranges: dict[str, EnvRanges]
-                    ) -> tuple[int, float | None, Series]:
+def _observed_here(s: StepSamples) -> Observed:
+    kept = s.discard == KEPT
+    names = np.array([*s.env_names, ""], dtype=object)[s.env]
+    return observed_in(names, kept, [("reward", "reward", s.reward),
+                                     *(("sample", m, v) for m, v in s.metrics.items())])
+
+
+def aggregate_blobs(blobs: list[bytes], ranges: dict[str, EnvRanges],
+                    observed: Observed | None = None) -> tuple[int, float | None, Series]:
     """Decode, assemble and aggregate one step's stored batches: (samples, latest sample time,
     series). Pure, so it also runs in a worker process (see ingest.materialize)."""
     samples, latest = columns.assemble_step([columns.decode_batch(b) for b in blobs])
-    return samples.n, latest, aggregate_step(samples, ranges)
+    return samples.n, latest, aggregate_step(samples, ranges, observed)

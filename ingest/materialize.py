@@ -28,6 +28,8 @@ from ingest import broadcast
 from ingest.aggregate import aggregate_blobs
 from ingest.compact import compact_run
 from ingest.models import Run, Series, StepState
+from ingest.normalize import Observed
+from ingest.observed import observed_ranges
 from ingest.reads import pending_steps
 from ingest.samples import EnvRanges, SeriesKey
 from ingest.series_ids import series_id
@@ -68,13 +70,14 @@ def compute_dirty(run_id: int) -> list[StepResult]:
     if not steps:
         return []
     ranges = env_ranges(run_id)
+    observed = observed_ranges(run_id)
     results = []
     for step, version, first_seen in steps:
         with connection.cursor() as cur:
             cur.execute("SELECT data FROM ingest_samplebatch WHERE run_id = %s AND step = %s",
                         [run_id, step])
             blobs = [bytes(row[0]) for row in cur.fetchall()]
-        n, latest, values = _aggregate(blobs, ranges)
+        n, latest, values = _aggregate(blobs, ranges, observed)
         t = latest if latest is not None else first_seen
         results.append(StepResult(step, version, t, n, values))
     return results
@@ -83,18 +86,18 @@ def compute_dirty(run_id: int) -> list[StepResult]:
 _POOL: ProcessPoolExecutor | None = None
 
 
-def _aggregate(blobs: list[bytes], ranges: dict[str, EnvRanges]
+def _aggregate(blobs: list[bytes], ranges: dict[str, EnvRanges], observed: Observed
                ) -> tuple[int, float | None, dict[SeriesKey, float]]:
     """In a worker process when TELESCOPE_AGGREGATE_WORKERS > 0 (the server's default), so a
     big step's numpy work never holds the GIL that the ingest thread needs for its acks."""
     global _POOL
     workers = getattr(settings, "TELESCOPE_AGGREGATE_WORKERS", 0)
     if workers <= 0:
-        return aggregate_blobs(blobs, ranges)
+        return aggregate_blobs(blobs, ranges, observed)
     if _POOL is None:
         _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        return _POOL.submit(aggregate_blobs, blobs, ranges).result()
+        return _POOL.submit(aggregate_blobs, blobs, ranges, observed).result()
     except BrokenProcessPool:
         _POOL = None  # the worker died (e.g. killed): start a new one next time
         raise

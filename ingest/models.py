@@ -84,6 +84,23 @@ class Environment(models.Model):
         ]
 
 
+class ObservedRange(models.Model):
+    """The lowest and highest value a run's kept samples had, per environment ('' = none) and
+    reward / sample metric: the normalization range where none is declared (ingest.normalize).
+    When it widens, the run's steps are re-aggregated."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="observed_ranges")
+    env = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16)
+    key = models.CharField(max_length=200)
+    lo = models.FloatField()
+    hi = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "env", "kind", "key"],
+                                               name="observed_unique")]
+
+
 class IngestedMessage(models.Model):
     """Message ids already applied, so a resent message changes nothing."""
 
@@ -107,12 +124,28 @@ class Series(models.Model):
     stat = models.CharField(max_length=48, null=True)
     env = models.CharField(max_length=200, null=True)
     nonfinite_count = models.BigIntegerField(default=0)
+    # A step key whose values are strings: points hold codes into its SeriesCategory rows.
+    categorical = models.BooleanField(default=False)
     # Points written to it since its last snapshot (see ingest.compact).
     pending = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "sid"], name="series_unique_sid")]
         indexes = [models.Index(fields=["run", "pending"], name="series_run_pending")]
+
+
+class SeriesCategory(models.Model):
+    """One value of a categorical series and its code (the float its points store)."""
+
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="categories")
+    code = models.IntegerField()
+    text = models.CharField(max_length=128)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["series", "code"], name="category_unique_code"),
+            models.UniqueConstraint(fields=["series", "text"], name="category_unique_text"),
+        ]
 
 
 class SeriesSnapshot(models.Model):

@@ -17,7 +17,11 @@ from django.db import connection
 from ingest.compact import Arrays, group_rows, load, merge
 from ingest.downsample import clip_steps, downsample
 from ingest.models import Environment, Run, Series
-from ingest.store import catalog_entry, run_info
+from ingest.normalize import PREFIX as NORM_PREFIX
+from ingest.normalize import Observed, bound
+from ingest.observed import observed_ranges
+from ingest.samples import EnvRanges
+from ingest.store import catalog_entry, env_ranges, run_info
 
 CACHE_MAX_POINTS = 8_000_000
 
@@ -96,10 +100,10 @@ def run_seq(run_id: int) -> int:
 
 def catalog(run: Run) -> dict[str, Any]:
     rows = Series.objects.filter(run=run).order_by("pk").values_list(
-        "sid", "kind", "key", "stat", "env", "nonfinite_count")
+        "sid", "kind", "key", "stat", "env", "nonfinite_count", "categorical")
     entries = []
-    for sid, kind, key, stat, env, nonfinite in rows:
-        entry = catalog_entry(sid, kind, key, stat, env)
+    for sid, kind, key, stat, env, nonfinite, categorical in rows:
+        entry = catalog_entry(sid, kind, key, stat, env, categorical)
         entry["nonfinite"] = nonfinite
         entries.append(entry)
     return {"series": entries, "environments": environments(run.pk), "seq": run.seq}
@@ -125,13 +129,19 @@ def series(run_id: int, sids: list[str], max_points: int, min_step: int | None,
                         f" WHERE run_id = %s AND sid IN ({marks})", [run_id, *sids])
             meta = {row[0]: (row[1], row[2:]) for row in cur.fetchall()}
     seq, data = CACHE.get(run_id, [pk for pk, _ in meta.values()])
-    envs = environments(run_id) if any(m[0] in RANGED_KINDS for _, m in meta.values()) else []
+    ranged = any(m[0] in RANGED_KINDS for _, m in meta.values())
+    envs = environments(run_id) if ranged else []
+    declared = env_ranges(run_id) if ranged else {}
+    observed = observed_ranges(run_id) if ranged else {}
     out = {}
     for sid, (pk, (kind, key, stat, env)) in meta.items():
         step, time, value = data[pk]
         window = clip_steps(step, min_step, max_step)
         payload = downsample(step[window], time[window], value[window], max_points)
-        payload["range"] = effective_range(kind, key, stat, env, envs, value)
+        if stat is not None and stat.startswith(NORM_PREFIX):
+            payload["range"] = normalization_range(kind, key, env, declared, observed)
+        else:
+            payload["range"] = effective_range(kind, key, stat, env, envs, value)
         out[sid] = payload
     return {"series": out, "seq": seq, "missing": [s for s in sids if s not in meta]}
 
@@ -161,6 +171,26 @@ def effective_range(kind: str, key: str, stat: str | None, env: str | None,
     source = "declared" if lo is not None or hi is not None else "observed"
     return {"min": observed[0] if lo is None else lo, "max": observed[1] if hi is None else hi,
             "source": source, "invert": invert}
+
+
+def normalization_range(kind: str, key: str, env: str | None,
+                        declared: dict[str, EnvRanges], observed: Observed) -> dict[str, Any]:
+    """What a normalized series was mapped by: its environment's range (`source` declared,
+    observed or degenerate), or for all environments together each one's (`envs`) and a
+    `source` that is `declared` only when every one is."""
+    names = [env] if env is not None else sorted({n for n, k, m in observed
+                                                 if (k, m) == (kind, key)})
+    parts = []
+    for name in names:
+        b = bound(declared.get(name or "", EnvRanges()), observed.get((name or "", kind, key)),
+                  kind, key)
+        parts.append({"env": name or None, "min": b.min, "max": b.max, "source": b.source,
+                      "invert": b.invert})
+    if env is not None and parts:
+        return {**parts[0], "normalized": True}
+    sources = {p["source"] for p in parts}
+    source = sources.pop() if len(sources) == 1 else "mixed"
+    return {"min": 0.0, "max": 1.0, "source": source, "normalized": True, "envs": parts}
 
 
 def changes_since(run_id: int, after_seq: int, limit: int) -> tuple[dict[str, Any], int] | None:

@@ -21,6 +21,8 @@ from django.db.models import F
 
 from ingest import columns
 from ingest.models import Environment, Run, Series
+from ingest.normalize import PREFIX as NORM_PREFIX
+from ingest.observed import merge_observed
 from ingest.runs import Resolved, resolve_run
 from ingest.samples import EnvRanges, MetricRange
 from ingest.series_ids import placement, series_id
@@ -120,9 +122,9 @@ class PointWriter:
         with connection.cursor() as cur:
             cur.executemany(
                 "INSERT INTO ingest_series (run_id, sid, kind, key, stat, env, nonfinite_count,"
-                " pending)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 0, 0) ON CONFLICT (run_id, sid) DO NOTHING",
-                [(rid, s, *k) for s, k in missing.items()],
+                " pending, categorical)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 0, 0, %s) ON CONFLICT (run_id, sid) DO NOTHING",
+                [(rid, s, *k, False) for s, k in missing.items()],
             )
         found = Series.objects.filter(run_id=rid, sid__in=list(missing)).values_list("sid", "pk")
         known = {s for (r, s) in _SERIES_PKS if r == rid}
@@ -177,10 +179,17 @@ class PointWriter:
                        new_series=self.new_series, run=info, dirty=self.dirty)
 
 
-def catalog_entry(sid: str, kind: str, key: str, stat: str | None,
-                  env: str | None) -> dict[str, Any]:
+def catalog_entry(sid: str, kind: str, key: str, stat: str | None, env: str | None,
+                  categorical: bool = False) -> dict[str, Any]:
+    """A series as the catalog lists it. A normalized series (stored with stat
+    `norm:<stat>`) is listed with its plain stat and `normalized: true`, beside its raw twin."""
+    extra: dict[str, Any] = {}
+    if stat is not None and stat.startswith(NORM_PREFIX):
+        stat, extra["normalized"] = stat[len(NORM_PREFIX):], True
+    if categorical:
+        extra["categorical"] = True
     return {"id": sid, "kind": kind, "key": key, "stat": stat, "env": env,
-            **placement(kind, key, stat, env)}
+            **placement(kind, key, stat, env), **extra}
 
 
 def run_info(run: Run) -> dict[str, Any]:
@@ -229,8 +238,17 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
             " DO UPDATE SET dirty = excluded.dirty, version = ingest_stepstate.version + 1",
             [(w.run.pk, s, now, True, b"") for s in steps.tolist()],
         )
+    if merge_observed(w.run.pk, msg, env_ranges(w.run.pk)):
+        mark_all_dirty(w.run.pk)  # a wider observed range renormalizes every step
     w.dirty = True
     w.see_step(int(steps[-1]))
+
+
+def mark_all_dirty(run_id: int) -> None:
+    """Every step of the run is to be re-aggregated (by the server's pipeline)."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE ingest_stepstate SET dirty = %s, version = version + 1"
+                    " WHERE run_id = %s", [True, run_id])
 
 
 def env_ranges(run_id: int) -> dict[str, EnvRanges]:
@@ -246,8 +264,8 @@ def env_ranges(run_id: int) -> dict[str, EnvRanges]:
 
 def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> bool:
     """Replace a run's declarations. When they changed, every step with samples is marked for
-    re-aggregation (Gini floors, all-at-min/max and the Ranges family depend on them; chart
-    normalization does not, it is applied at read time). Returns whether anything changed."""
+    re-aggregation (the normalized family, Gini floors, all-at-min/max and the Ranges family
+    depend on them). Returns whether anything changed."""
     old = {e["name"]: e for e in Environment.objects.filter(run=run).values(
         "name", "weight", "reward_min", "reward_max", "metrics_ranges")}
     if old == {e.name: e.as_dict() for e in envs}:
@@ -258,9 +276,7 @@ def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> bool:
                     reward_max=e.reward_max, metrics_ranges=e.metrics_ranges)
         for e in envs
     ])
-    with connection.cursor() as cur:
-        cur.execute("UPDATE ingest_stepstate SET dirty = %s, version = version + 1"
-                    " WHERE run_id = %s", [True, run.pk])
+    mark_all_dirty(run.pk)
     return True
 
 

@@ -57,7 +57,7 @@ def test_catalog_places_keys_by_grammar_and_never_collides(project: int) -> None
                      "sample_id": [1, 2], "group_id": [1, 1], "reward": [0.0, 1.0]})
     run_id = get("/api/runs")["runs"][0]["id"]
     series = get(f"/api/runs/{run_id}/catalog")["series"]
-    by_key = {(s["kind"], s["key"], s["stat"]): s for s in series}
+    by_key = {(s["kind"], s["key"], s["stat"]): s for s in series if not s.get("normalized")}
     assert [by_key[("step", k, None)]["section"] for k in
             ("entropy", "loss/total", "timing/total", "timing/forward/total")] == [
         "General", "loss", "timing", "timing"]
@@ -67,7 +67,11 @@ def test_catalog_places_keys_by_grammar_and_never_collides(project: int) -> None
     assert by_key[("step", "reward", None)]["id"] != by_key[("reward", "reward", "mean")]["id"]
     assert len({s["id"] for s in series}) == len(series)
     for s in series:
-        assert parse_series_id(s["id"]) == (s["kind"], s["key"], s["stat"], s["env"])
+        stat = f"norm:{s['stat']}" if s.get("normalized") else s["stat"]
+        assert parse_series_id(s["id"]) == (s["kind"], s["key"], stat, s["env"])
+    # the normalized twin of the reward mean sits beside it
+    twin = [s for s in series if s.get("normalized") and s["stat"] == "mean" and not s["env"]]
+    assert [(s["kind"], s["key"]) for s in twin] == [("reward", "reward")]
 
 
 def test_series_ids_survive_hostile_keys() -> None:

@@ -338,7 +338,9 @@ def assert_same_series(got: dict, want: dict) -> None:
 @given(steps())
 def test_aggregate_step_matches_the_loop_oracle(case):
     step, ranges = case
-    assert_same_series(aggregate_step(step, ranges), oracle(step, ranges))
+    raw = {k: v for k, v in aggregate_step(step, ranges).items()
+           if not (k[2] or "").startswith("norm:")}  # the normalized family: test_normalized
+    assert_same_series(raw, oracle(step, ranges))
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,53 @@
+"""A run's observed ranges (ingest.models.ObservedRange): merged at ingest, read by the
+materializer, and what a normalized chart's badge reports.
+
+Merging happens in the samples message's transaction. A range that *widens* changes the
+normalized values of every earlier step of the run where that range is in use (a bound not
+declared), so the run's steps are marked for re-aggregation — which the server's pipeline
+does in the background. A range seen for the first time changes nothing earlier.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from ingest.normalize import Observed, bound, observed_in
+from ingest.samples import EnvRanges
+from trainer_hooks import protocol as p
+
+
+def observed_ranges(run_id: int) -> Observed:
+    with connection.cursor() as cur:
+        cur.execute("SELECT env, kind, key, lo, hi FROM ingest_observedrange WHERE run_id = %s",
+                    [run_id])
+        return {(env, kind, key): (lo, hi) for env, kind, key, lo, hi in cur.fetchall()}
+
+
+def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) -> bool:
+    """Widen the run's observed ranges by a samples message; True when a range that is in use
+    (not fully declared) widened, i.e. earlier steps must be re-aggregated."""
+    kept = msg.discard_reason == ""
+    columns = [("reward", "reward", msg.reward),
+               *(("sample", m, v) for m, v in msg.metrics.items())]
+    seen = observed_in(msg.env, kept, columns)
+    if not seen:
+        return False
+    known = observed_ranges(run_id)
+    new, widened, in_use = [], [], False
+    for (env, kind, key), (lo, hi) in seen.items():
+        old = known.get((env, kind, key))
+        if old is None:
+            new.append((run_id, env, kind, key, lo, hi))
+        elif lo < old[0] or hi > old[1]:
+            widened.append((min(lo, old[0]), max(hi, old[1]), run_id, env, kind, key))
+            declared = bound(ranges.get(env, EnvRanges()) if env else EnvRanges(), None,
+                             kind, key)
+            in_use = in_use or declared.source != "declared"
+    with connection.cursor() as cur:
+        if new:
+            cur.executemany("INSERT INTO ingest_observedrange (run_id, env, kind, key, lo, hi)"
+                            " VALUES (%s, %s, %s, %s, %s, %s)", new)
+        if widened:
+            cur.executemany("UPDATE ingest_observedrange SET lo = %s, hi = %s WHERE run_id = %s"
+                            " AND env = %s AND kind = %s AND key = %s", widened)
+    return in_use
