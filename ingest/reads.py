@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
+from ingest import categorical
 from ingest.compact import Arrays, group_rows, load, merge
 from ingest.downsample import clip_steps, downsample
 from ingest.models import Environment, Run, Series
@@ -102,8 +103,8 @@ def catalog(run: Run) -> dict[str, Any]:
     rows = Series.objects.filter(run=run).order_by("pk").values_list(
         "sid", "kind", "key", "stat", "env", "nonfinite_count", "categorical")
     entries = []
-    for sid, kind, key, stat, env, nonfinite, categorical in rows:
-        entry = catalog_entry(sid, kind, key, stat, env, categorical)
+    for sid, kind, key, stat, env, nonfinite, is_text in rows:
+        entry = catalog_entry(sid, kind, key, stat, env, is_text)
         entry["nonfinite"] = nonfinite
         entries.append(entry)
     return {"series": entries, "environments": environments(run.pk), "seq": run.seq}
@@ -123,20 +124,30 @@ def series(run_id: int, sids: list[str], max_points: int, min_step: int | None,
     Run.DoesNotExist for an unknown run."""
     marks = ", ".join(["%s"] * len(sids))
     meta: dict[str, tuple[int, tuple[Any, ...]]] = {}
+    text_pks: list[int] = []
     if sids:
         with connection.cursor() as cur:  # raw SQL: this is the hot read path
-            cur.execute(f"SELECT sid, id, kind, key, stat, env FROM ingest_series"
+            cur.execute(f"SELECT sid, id, kind, key, stat, env, categorical FROM ingest_series"
                         f" WHERE run_id = %s AND sid IN ({marks})", [run_id, *sids])
-            meta = {row[0]: (row[1], row[2:]) for row in cur.fetchall()}
+            meta = {row[0]: (row[1], row[2:6]) for row in cur.fetchall()}
+            cur.execute(f"SELECT id FROM ingest_series WHERE run_id = %s AND categorical"
+                        f" AND sid IN ({marks})", [run_id, *sids])
+            text_pks = [row[0] for row in cur.fetchall()]
     seq, data = CACHE.get(run_id, [pk for pk, _ in meta.values()])
     ranged = any(m[0] in RANGED_KINDS for _, m in meta.values())
     envs = environments(run_id) if ranged else []
     declared = env_ranges(run_id) if ranged else {}
     observed = observed_ranges(run_id) if ranged else {}
+    tables = categorical.texts(text_pks)
     out = {}
     for sid, (pk, (kind, key, stat, env)) in meta.items():
         step, time, value = data[pk]
         window = clip_steps(step, min_step, max_step)
+        if pk in tables:  # strings, every point (a state strip is cheap to draw)
+            out[sid] = {"step": step[window].tolist(), "time": time[window].tolist(),
+                        "value": categorical.decode(value[window], tables[pk]),
+                        "downsampled": False, "categorical": True}
+            continue
         payload = downsample(step[window], time[window], value[window], max_points)
         if stat is not None and stat.startswith(NORM_PREFIX):
             payload["range"] = normalization_range(kind, key, env, declared, observed)
@@ -207,8 +218,12 @@ def changes_since(run_id: int, after_seq: int, limit: int) -> tuple[dict[str, An
         if len(rows) > limit:
             return None
         grouped = group_rows(rows)
-        sids = dict(Series.objects.filter(pk__in=list(grouped)).values_list("pk", "sid"))
-    points = {sids[pk]: {"step": a[0], "time": a[1], "value": a[2]}
+        found = Series.objects.filter(pk__in=list(grouped)).values_list("pk", "sid",
+                                                                         "categorical")
+        sids = {pk: sid for pk, sid, _ in found}
+        tables = categorical.texts([pk for pk, _, text in found if text])
+    points = {sids[pk]: {"step": a[0], "time": a[1],
+                         "value": categorical.decode(a[2], tables[pk]) if pk in tables else a[2]}
               for pk, a in grouped.items()}
     return points, seq
 

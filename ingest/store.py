@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 
-from ingest import columns
+from ingest import categorical, columns
 from ingest.models import Environment, Run, Series
 from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.observed import merge_observed
@@ -105,26 +105,30 @@ class PointWriter:
         self.rows: list[tuple[Any, ...]] = []
         self.run_changed = False
         self.dirty = False
+        self.left_out: dict[str, str] = {}  # field -> why (reported in the ack)
 
-    def series_pks(self, keys: Iterable[tuple[str, str, str | None, str | None]]) -> list[int]:
-        """pks of the given (kind, key, stat, env) series, creating the missing ones."""
+    def series_pks(self, keys: Iterable[tuple[str, str, str | None, str | None]],
+                   categorical: bool = False) -> list[int]:
+        """pks of the given (kind, key, stat, env) series, creating the missing ones (as
+        categorical series when `categorical`)."""
         keys = list(keys)
         sids = [series_id(*k) for k in keys]
         rid = self.run.pk
         missing = {s: k for s, k in zip(sids, keys, strict=True)
                    if (rid, s) not in _SERIES_PKS and (rid, s) not in self.created}
         if missing:
-            self._create_series(missing)
+            self._create_series(missing, categorical)
         return [_SERIES_PKS.get((rid, s)) or self.created[(rid, s)] for s in sids]
 
-    def _create_series(self, missing: dict[str, tuple[str, str, str | None, str | None]]) -> None:
+    def _create_series(self, missing: dict[str, tuple[str, str, str | None, str | None]],
+                       categorical: bool) -> None:
         rid = self.run.pk
         with connection.cursor() as cur:
             cur.executemany(
                 "INSERT INTO ingest_series (run_id, sid, kind, key, stat, env, nonfinite_count,"
                 " pending, categorical)"
                 " VALUES (%s, %s, %s, %s, %s, %s, 0, 0, %s) ON CONFLICT (run_id, sid) DO NOTHING",
-                [(rid, s, *k, False) for s, k in missing.items()],
+                [(rid, s, *k, categorical) for s, k in missing.items()],
             )
         found = Series.objects.filter(run_id=rid, sid__in=list(missing)).values_list("sid", "pk")
         known = {s for (r, s) in _SERIES_PKS if r == rid}
@@ -132,16 +136,18 @@ class PointWriter:
             self.created[(rid, sid)] = pk
             if sid not in known:
                 kind, key, stat, env = missing[sid]
-                self.new_series.append(catalog_entry(sid, kind, key, stat, env))
+                self.new_series.append(catalog_entry(sid, kind, key, stat, env, categorical))
 
     def add_points(self, sids: list[str], pks: list[int], step: int, t: float,
-                   values: list[float | None]) -> None:
-        for sid, pk, v in zip(sids, pks, values, strict=True):
+                   values: list[float | None], shown: list[Any] | None = None) -> None:
+        """Points to write; `shown` are the values live pages get when they differ from the
+        stored ones (a categorical key's strings for its codes)."""
+        for sid, pk, v, s in zip(sids, pks, values, shown or values, strict=True):
             self.rows.append((self.run.pk, pk, step, t, v, self.seq))
             pt = self.points.setdefault(sid, {"step": [], "time": [], "value": []})
             pt["step"].append(step)
             pt["time"].append(t)
-            pt["value"].append(v)
+            pt["value"].append(s)
 
     def see_step(self, step: int) -> None:
         if self.run.last_step is None or step > self.run.last_step:
@@ -174,7 +180,10 @@ class PointWriter:
             cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s"
                         " WHERE id = %s", [run.seq, run.last_step, run.updated_at, run.pk])
         info = run_info(run) if (self.run_changed or run_created) else None
-        return Outcome({"type": "ack", "id": msg_id}, run_id=run.pk,
+        reply: dict[str, Any] = {"type": "ack", "id": msg_id}
+        if self.left_out:
+            reply["left_out"] = self.left_out
+        return Outcome(reply, run_id=run.pk,
                        seq=run.seq if self.rows else None, points=self.points,
                        new_series=self.new_series, run=info, dirty=self.dirty)
 
@@ -209,14 +218,35 @@ def run_info(run: Run) -> dict[str, Any]:
 
 
 def _apply_step(w: PointWriter, msg: p.Step) -> None:
+    """Numbers (bools as 0/1) and strings (categorical keys, see ingest.categorical); a value
+    of the kind its key does not hold is left out and reported in the ack."""
     t = msg.time if msg.time is not None else _time.time()
+    left_out = {f"metrics.{k}": why for k, why in msg.left_out.items()}
     keys = [("step", k, None, None) for k in msg.metrics]
-    sids = [series_id(*k) for k in keys]
-    w.add_points(sids, w.series_pks(keys), msg.step, t, list(msg.metrics.values()))
-    if msg.nonfinite:
-        bad = [("step", k, None, None) for k in msg.nonfinite]
-        Series.objects.filter(pk__in=w.series_pks(bad)).update(
+    pks = w.series_pks(keys)
+    tkeys = [("step", k, None, None) for k in msg.text]
+    tpks = w.series_pks(tkeys, categorical=True) if tkeys else []
+    is_text = categorical.kinds(pks + tpks)
+    num = [(k, pk, v) for (_, k, _, _), pk, v in zip(keys, pks, msg.metrics.values(),
+                                                     strict=True) if not is_text[pk]]
+    txt = [(k, pk, v) for (_, k, _, _), pk, v in zip(tkeys, tpks, msg.text.values(),
+                                                     strict=True) if is_text[pk]]
+    for k in set(msg.metrics) - {k for k, _, _ in num}:
+        left_out[f"metrics.{k}"] = "a number, but this key holds strings (categorical)"
+    for k in set(msg.text) - {k for k, _, _ in txt}:
+        left_out[f"metrics.{k}"] = "a string, but this key holds numbers"
+    w.add_points([series_id("step", k) for k, _, _ in num], [pk for _, pk, _ in num],
+                 msg.step, t, [v for _, _, v in num])
+    for k, pk, text in txt:
+        [code] = categorical.codes(pk, [text])
+        w.add_points([series_id("step", k)], [pk], msg.step, t, [float(code)], shown=[text])
+    if msg.nonfinite:  # counted; a null does not create its key (it could be a string key)
+        bad = [("step", k, None, None) for k in msg.nonfinite if k not in msg.nulls]
+        pks = w.series_pks(bad) if bad else []
+        nulls = [series_id("step", k) for k in msg.nulls]
+        Series.objects.filter(Q(pk__in=pks) | Q(run_id=w.run.pk, sid__in=nulls)).update(
             nonfinite_count=F("nonfinite_count") + 1)
+    w.left_out = left_out
     w.see_step(msg.step)
 
 

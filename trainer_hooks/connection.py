@@ -219,6 +219,12 @@ class Connection:
             e.counts["duplicates"] += bool(reply.get("duplicate"))
             if row.kind == "run.start":
                 e.run_opened(reply)
+            for field, why in (reply.get("left_out") or {}).items():
+                e.counts["invalid_values"] += 1
+                e.c.ledger.add("left out by the server", f"{describe(row)}: {field}", 1,
+                               str(why))
+                e.warn_once(("left_out", field), "telescope: the server left out %s: %s",
+                            field, why)
         else:
             e.counts["rejected"] += 1
             code, field = reply.get("code"), reply.get("field")

@@ -26,6 +26,7 @@ from trainer_hooks.schema import (
     MAX_KEY_CHARS,
     MAX_METRICS_PER_MESSAGE,
     MAX_SAMPLES_PER_MESSAGE,
+    MAX_TEXT_CHARS,
     MESSAGE_TYPES,
     RUN_STATUSES,
     VERSION,
@@ -144,17 +145,29 @@ def _step(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Step:
         )
     finite: dict[str, float] = {}
     nonfinite: list[str] = []
+    text: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    nulls: list[str] = []
     for key, value in metrics.items():
         check_key(key, f"metrics.{key}" if isinstance(key, str) else "metrics")
-        if type(value) not in _NULLABLE_NUMBER_TYPES:
-            raise ProtocolError(
-                "wrong_type", f"metrics.{key}", f"value of {key!r} must be a number or null"
-            )
-        if value is None or not math.isfinite(value):
-            nonfinite.append(key)
-        else:
+        kind = type(value)
+        if kind is bool:
             finite[key] = float(value)
-    return Step(mid, mtype, run, step, finite, tuple(nonfinite), opt_number(obj, "time"))
+        elif kind in _NULLABLE_NUMBER_TYPES:
+            if value is None or not math.isfinite(value):
+                nonfinite.append(key)
+                if value is None:
+                    nulls.append(key)
+            else:
+                finite[key] = float(value)
+        elif kind is str and len(value) <= MAX_TEXT_CHARS and _CONTROL.isdisjoint(value):
+            text[key] = value
+        else:  # one bad value never loses the step's others: left out and reported
+            left_out[key] = (f"a string of {len(value)} characters (the limit is "
+                             f"{MAX_TEXT_CHARS}) or with control characters" if kind is str
+                             else f"a {kind.__name__}; expected a number, bool, string or null")
+    return Step(mid, mtype, run, step, finite, tuple(nonfinite), opt_number(obj, "time"),
+                text, left_out, tuple(nulls))
 
 
 def _ranges(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Ranges:

@@ -21,6 +21,7 @@ MAX_ID_CHARS = 200
 MAX_SAMPLES_PER_MESSAGE = 100_000
 MAX_METRICS_PER_MESSAGE = 10_000
 MAX_ENVIRONMENTS = 1_000
+MAX_TEXT_CHARS = 128  # a categorical step value
 
 _CONTROL = {chr(c) for c in range(0x20)} | {"\x7f"}
 _NUMBER_TYPES = frozenset({int, float})
@@ -124,6 +125,9 @@ class Step(Message):
     metrics: dict[str, float]  # finite values only
     nonfinite: tuple[str, ...]  # keys whose value was null, NaN or ±Inf
     time: float | None
+    text: dict[str, str] = field(default_factory=dict)  # categorical keys: string values
+    left_out: dict[str, str] = field(default_factory=dict)  # key -> why it was not taken
+    nulls: tuple[str, ...] = ()  # those of `nonfinite` whose value was null (kind unknown)
 
 
 @dataclass(frozen=True)

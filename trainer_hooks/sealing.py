@@ -26,9 +26,16 @@ import numpy as np
 
 from trainer_hooks import spool as spool_mod
 from trainer_hooks.batching import Batch, identity_record
-from trainer_hooks.protocol import MAX_METRICS_PER_MESSAGE, VERSION, ProtocolError, check_key
+from trainer_hooks.protocol import (
+    MAX_METRICS_PER_MESSAGE,
+    MAX_TEXT_CHARS,
+    VERSION,
+    ProtocolError,
+    check_key,
+)
 from trainer_hooks.reward_result import results_to_columns
 from trainer_hooks.sample_columns import OPTIONAL_COLUMNS, SampleChunk, SampleError, make_chunk
+from trainer_hooks.schema import _CONTROL
 from trainer_hooks.sender_queue import (
     CONTROL,
     FLUSH,
@@ -142,7 +149,10 @@ class Sealer:
         self.e.counts["logged_steps"] += 1
 
     def clean_metrics(self, step: int, metrics: dict[str, Any]) -> dict[str, Any]:
-        """The metrics with valid keys and numeric (or None) values, as plain numbers."""
+        """The metrics with valid keys and values the wire takes: numbers (numpy and torch
+        scalars as plain floats), None, bools and strings of up to MAX_TEXT_CHARS (a
+        categorical key, e.g. `optim/update_outcome`); anything else is left out, counted
+        and named in the ledger."""
         e = self.e
         clean: dict[str, Any] = {}
         for key, value in metrics.items():
@@ -158,18 +168,29 @@ class Sealer:
                     continue
                 if len(self.valid_keys) < 100_000:
                     self.valid_keys.add(key)
-            if value is None or type(value) is float or type(value) is int:
+            kind = type(value)
+            if value is None or kind is float or kind is int or kind is bool:
                 clean[key] = value
                 continue
+            if isinstance(value, str):  # a categorical key (numpy str_ too)
+                if len(value) <= MAX_TEXT_CHARS and _CONTROL.isdisjoint(value):
+                    clean[key] = str(value)
+                else:
+                    self.left_out(step, key, f"a string of {len(value)} characters (the limit "
+                                  f"is {MAX_TEXT_CHARS}) or with control characters")
+                continue
             try:
-                clean[key] = float(value)  # numpy / torch scalars, bools
+                clean[key] = float(value)  # numpy / torch scalars
             except (TypeError, ValueError):
-                e.counts["invalid_values"] += 1
-                e.c.ledger.add("invalid value", f"step {step}: metric {key!r}", 1,
-                               f"not a number ({type(value).__name__})")
-                e.warn_once(("value", key), "telescope: step metric %r is not a number "
-                            "(%s); left out", key, type(value).__name__)
+                self.left_out(step, key, f"not a number, bool or string "
+                              f"({type(value).__name__})")
         return clean
+
+    def left_out(self, step: int, key: str, why: str) -> None:
+        e = self.e
+        e.counts["invalid_values"] += 1
+        e.c.ledger.add("invalid value", f"step {step}: metric {key!r}", 1, why)
+        e.warn_once(("value", key), "telescope: step metric %r left out: %s", key, why)
 
     # ---------------------------------------------------------------- samples
 

@@ -126,3 +126,32 @@ def test_a_burst_of_50000_log_step_calls_stores_all_of_them(
     assert stats["frames"] < n / 50, stats  # small messages travel in batch frames
     print(f"logged {n} steps in {logged:.2f} s; waited for room {stats['waited_queue_full']}"
           f" times; {stats['frames']} frames")
+
+
+def test_optimizer_outcome_keys_go_through_log_step_strings_included(
+        dashboard_server: LiveServer, live_state: ServerState, tmp_path: Path) -> None:
+    import numpy as np
+
+    c = connect(dashboard_server.ws, live_state.token("proj"), "optim",
+                spool_dir=tmp_path / "spool")
+    outcomes = ["accumulating", "applied", "skipped", "applied"]
+    for step, outcome in enumerate(outcomes):
+        c.log_step(step, {"optim/update_outcome": np.str_(outcome),
+                          "optim/skip_reason": "nonfinite_gradient" if outcome == "skipped"
+                          else None,
+                          "optim/step_skipped": outcome == "skipped",
+                          "optim/attempt_id": np.int64(step), "optim/grad": object()})
+    assert not c.close(60)  # one value per step could not be sent: named, not silent
+    assert [(e["reason"], e["what"]) for e in c.not_stored] == [
+        ("invalid value", f"step {s}: metric 'optim/grad'") for s in range(4)]
+    rid = run_id(dashboard_server, "optim")
+    keys = ("optim/update_outcome", "optim/skip_reason", "optim/step_skipped",
+            "optim/attempt_id")
+    got = series(dashboard_server, rid, *(series_id("step", k) for k in keys))
+    assert got[series_id("step", "optim/update_outcome")] == dict(enumerate(outcomes))
+    assert got[series_id("step", "optim/skip_reason")] == {2: "nonfinite_gradient"}
+    assert got[series_id("step", "optim/step_skipped")] == {0: 0.0, 1: 0.0, 2: 1.0, 3: 0.0}
+    assert got[series_id("step", "optim/attempt_id")] == {s: float(s) for s in range(4)}
+    catalog = get(dashboard_server, f"/api/runs/{rid}/catalog")["series"]
+    assert [s["key"] for s in catalog if s.get("categorical")] == [
+        "optim/update_outcome", "optim/skip_reason"]

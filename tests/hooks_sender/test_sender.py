@@ -182,16 +182,18 @@ def test_log_calls_never_raise_on_garbage_and_count_it(
         for call in GARBAGE:
             call(client)
             call(client)
-        client.log_step(5, {"ok": 1.0, "bad/": 2.0, "text": "x"})  # partly usable
+        client.log_step(5, {"ok": 1.0, "bad/": 2.0, "text": "x", "long": "y" * 129})
         client.log_samples(5, sample_id=[1], group_id=[1], reward=[1.0],
                            metrics={"fine": [1.0], "bad": ["x"]})
         assert client.sync(5)
     stats = client.stats
     assert stats["invalid_calls"] == 2 * len(GARBAGE)
     assert stats["invalid_values"] == 2 * 2 + 3  # the two bad keys of step 2, then three
+    assert {e["what"] for e in client.not_stored if e["reason"] == "invalid value"} == {
+        "step 2: metric 'x'", "step 5: metric 'long'"}
     msgs = spooled(client)
     assert [(m["type"], m.get("metrics")) for m in msgs] == [
-        ("step", {"ok": 1.0}), ("samples", {"fine": [1.0]})]
+        ("step", {"ok": 1.0, "text": "x"}), ("samples", {"fine": [1.0]})]  # a string is fine
     assert not client.flush(0.2)  # nothing acknowledged (no server), and calls were lost
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == len(set(messages))  # each problem logged once
