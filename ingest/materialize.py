@@ -269,3 +269,18 @@ class Materializer:
 
 
 MATERIALIZER = Materializer()
+
+
+async def sweep_forever(interval: float) -> None:
+    """The server's own pipeline loop (started with the server, see telescope_ui.serve): every
+    `interval` seconds, any run with steps waiting — after a declaration change made by
+    another process (`manage.py declare_ranges`), a widened observed range, or a crash — is
+    aggregated, with no page or trainer connected."""
+    while True:
+        try:
+            for run_id in await MATERIALIZER._call(dirty_runs):
+                if run_id not in MATERIALIZER.pending:
+                    MATERIALIZER.kick(run_id)
+        except Exception:  # keep sweeping: the database may be back next time
+            log.exception("the background sweep failed")
+        await asyncio.sleep(interval)

@@ -9,6 +9,7 @@ code (and with it the replies to the frames before it).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 
 DAPHNE_CAP_BYTES = 32 << 20
@@ -29,7 +30,12 @@ def main(argv: list[str] | None = None) -> None:
     from daphne.server import Server
     from django.conf import settings
 
+    from ingest.materialize import sweep_forever
     from telescope_ui.asgi import application
+
+    def ready() -> None:  # the reactor's asyncio loop is set, not yet running
+        loop = asyncio.get_event_loop()
+        loop.create_task(sweep_forever(settings.TELESCOPE_PIPELINE_SWEEP_MS / 1000))
 
     cap = max(settings.TELESCOPE_MAX_MESSAGE_BYTES * 2, DAPHNE_CAP_BYTES)
     print(f"Telescope dashboard on http://{args.host}:{args.port}/", flush=True)
@@ -39,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         websocket_max_message_size=cap,
         websocket_max_frame_size=cap,
         verbosity=args.verbosity,
+        ready_callable=ready,
     ).run()
 
 

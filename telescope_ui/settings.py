@@ -134,6 +134,8 @@ TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)
 # While a page is open, how often its runs are checked for steps left dirty by another process
 # (e.g. `manage.py declare_ranges`), which this server then re-aggregates.
 TELESCOPE_SWEEP_MS = envint("TELESCOPE_SWEEP_MS", 3000)
+# How often the server looks for runs whose steps wait for (re-)aggregation on its own.
+TELESCOPE_PIPELINE_SWEEP_MS = envint("TELESCOPE_PIPELINE_SWEEP_MS", 1000)
 # Processes that aggregate samples per step (0 = on the server's own materializer thread).
 # `python -m telescope_ui.serve` defaults to 1; in-process callers (tests, commands) to 0.
 TELESCOPE_AGGREGATE_WORKERS = envint("TELESCOPE_AGGREGATE_WORKERS", 0)
