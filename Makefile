@@ -40,6 +40,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/read.py
 	$(PY) bench/hooks.py
 	$(PY) bench/browser.py
+	$(PY) bench/renormalize.py
 
 clean:
 	rm -rf $(VENV) data

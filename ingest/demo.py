@@ -35,9 +35,12 @@ def demo_messages(run: str, steps: int, group_size: int = 8, groups: int = 8,
             yield _samples(rng, run, step, env, e, progress, group_size, groups, t)
 
 
-def _step_metrics(rng: np.random.Generator, step: int, progress: float) -> dict[str, float]:
+def _step_metrics(rng: np.random.Generator, step: int, progress: float) -> dict[str, Any]:
     first = 8.0 if step == 0 else 1.0  # compilation makes the first step slow
+    skipped = bool(rng.random() < 0.04)  # a non-finite gradient now and then
     return {
+        "optim/update_outcome": "skipped" if skipped else "applied",
+        "optim/step_skipped": skipped,
         "entropy": float(1.2 - 0.5 * progress + rng.normal(0, 0.03)),
         "kl_divergence_inference": float(abs(rng.normal(0.002, 0.0005))),
         "grad_norm": float(abs(rng.normal(0.8, 0.2)) + (3.0 if rng.random() < 0.02 else 0)),
