@@ -40,7 +40,7 @@ def main() -> int:
         tmp = Path(d)
         state = ServerState(tmp)
         t0 = time.perf_counter()
-        state.manage("demo", "--steps", str(args.steps))
+        state.manage("demo", "--steps", str(args.steps), timeout=3600)
         built = time.perf_counter() - t0
         server = LiveServer(state).start()
         try:

@@ -58,9 +58,9 @@ class ServerState:
             self.env["TELESCOPE_CHANNEL_PREFIX"] = f"telescope-test-{uuid.uuid4().hex[:8]}"
         self.manage("migrate", "-v", "0")
 
-    def manage(self, *args: str) -> str:
+    def manage(self, *args: str, timeout: float = 120) -> str:
         out = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], env=self.env,
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+                             cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         if out.returncode:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out.stderr}")
         return out.stdout

@@ -8,8 +8,10 @@ from ingest.demo import demo_messages
 from ingest.materialize import materialize_all
 from ingest.models import Project, Run
 from ingest.series_ids import series_id
-from ingest.service import handle_object
+from ingest.service import handle_objects
 from telescope_ui.models import Layout
+
+BATCH = 500  # messages per transaction
 
 # The Custom view a newcomer finds for the demo project: the charts one looks at first.
 STARTER_CHARTS = [
@@ -39,15 +41,26 @@ class Command(BaseCommand):
             return
         project, _ = Project.objects.get_or_create(name=options["project"])
         steps = options["steps"]
-        for i, msg in enumerate(demo_messages(options["run"], steps)):
-            outcome = handle_object(project.pk, msg)
-            if outcome.reply["type"] != "ack":
-                raise CommandError(f"demo message rejected: {outcome.reply}")
-            if i % 100 == 0:
+        batch: list[dict[str, Any]] = []
+        for i, msg in enumerate(demo_messages(options["run"], steps), start=1):
+            batch.append(msg)
+            if len(batch) == BATCH:
+                self._apply(project.pk, batch)
+                batch = []
                 self.stdout.write(f"\rdemo: {i} messages", ending="")
                 self.stdout.flush()
-        materialize_all()
+        self._apply(project.pk, batch)
+        materialize_all(progress=lambda _, left: self._progress(left))
         Layout.objects.get_or_create(project=project, name="default", defaults={
             "charts": [{"wide": False, "settings": {}, **c} for c in STARTER_CHARTS]})
         self.stdout.write(f"\rdemo: run {options['run']!r} with {steps} steps in project "
                           f"{project.name!r}")
+
+    def _apply(self, project_id: int, batch: list[dict[str, Any]]) -> None:
+        for outcome in handle_objects(project_id, batch):  # one transaction per batch
+            if outcome.reply["type"] != "ack":
+                raise CommandError(f"demo message rejected: {outcome.reply}")
+
+    def _progress(self, left: int) -> None:
+        self.stdout.write(f"\rdemo: aggregating, {left} steps left ", ending="")
+        self.stdout.flush()
