@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DataError, transaction
 
 from ingest.runs import find_run
 from ingest.store import Outcome, apply_message
@@ -34,13 +34,15 @@ def handle_object(project_id: int, obj: Any,
     try:
         with transaction.atomic():  # a savepoint inside a batch
             return apply_message(project_id, msg, created)
-    except DatabaseError as exc:
+    except DataError as exc:  # a value the database cannot hold: this message's fault alone
         if created is not None and before is not None:  # its series were rolled back too
             created.clear()
             created.update(before)
         if transaction.get_connection().needs_rollback:
             raise  # the batch's transaction is broken: let the caller fail it whole
         return Outcome(p.ProtocolError("storage", None, f"not stored: {exc}").as_reply(msg.id))
+    # Any other database error (connection lost, locked, ...) propagates: the transport fails
+    # the frame without replying, and the client resends it.
 
 
 def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:
