@@ -6,6 +6,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -22,12 +23,21 @@ def ingest(request: HttpRequest) -> JsonResponse:
     project_id = auth.project_for_token(auth.bearer(request.headers.get("Authorization")))
     if project_id is None:
         return JsonResponse({"error": "missing or bad token"}, status=401)
-    length = int(request.headers.get("Content-Length") or 0)
-    if length > settings.TELESCOPE_MAX_MESSAGE_BYTES:
-        return JsonResponse({"error": "body too large"}, status=413)
-    body = request.body
-    if len(body) > settings.TELESCOPE_MAX_MESSAGE_BYTES:
-        return JsonResponse({"error": "body too large"}, status=413)
+    limit = settings.TELESCOPE_MAX_MESSAGE_BYTES
+    too_large = JsonResponse({"error": f"body too large: the limit is {limit} bytes"},
+                             status=413)
+    try:
+        length = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        return JsonResponse({"error": "bad Content-Length"}, status=400)
+    if length > limit:
+        return too_large
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return too_large
+    if len(body) > limit:
+        return too_large
     binary = (request.content_type or "").lower() == "application/msgpack"
     try:
         payload = p.decode_frame(body, binary=binary)

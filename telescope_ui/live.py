@@ -62,6 +62,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             msg = orjson.loads(text_data or bytes_data or b"")
             kind, run_id = msg["type"], int(msg["run"])
             after = int(msg.get("after_seq") or 0)
+            if not (0 <= run_id < 2**63 and 0 <= after < 2**63):
+                raise ValueError("out of range")
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             await self._send({"type": "error", "message": "expected {type, run, after_seq}"})
             return

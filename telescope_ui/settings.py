@@ -128,6 +128,9 @@ STATIC_ROOT = DATA_DIR / "static"
 
 # Ingest limits (PROTOCOL.md §1: 4413 too large, 4429 rate limited).
 TELESCOPE_MAX_MESSAGE_BYTES = envint("TELESCOPE_MAX_MESSAGE_BYTES", 8 * 1024 * 1024)
+# Django's own cap on a request body (2.5 MiB by default) must not undercut ours: the ingest view
+# answers a body over our limit with a JSON 413 itself.
+DATA_UPLOAD_MAX_MEMORY_SIZE = TELESCOPE_MAX_MESSAGE_BYTES + 1
 TELESCOPE_MAX_MESSAGES_PER_SECOND = envint("TELESCOPE_MAX_MESSAGES_PER_SECOND", 2000)
 TELESCOPE_RATE_BURST = envint("TELESCOPE_RATE_BURST", 4000)
 TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)

@@ -40,8 +40,9 @@ from trainer_hooks.schema import (
     RunStart,
     Samples,
     Step,
+    check_json_tree,
     check_key,
-    opt_number,
+    opt_time,
     require,
     split_key,
     step_number,
@@ -112,11 +113,13 @@ def _run_start(obj: dict[str, Any], mid: str, mtype: str, run: str) -> RunStart:
     config = obj.get("config")
     if config is not None and not isinstance(config, dict):
         raise ProtocolError("wrong_type", "config", "config must be an object")
+    if config is not None:
+        check_json_tree(config, "config")
     envs = obj.get("environments")
     return RunStart(
         mid, mtype, run, config,
         None if envs is None else parse_environments(envs, "environments"),
-        opt_number(obj, "time"),
+        opt_time(obj),
         _opt_bool(obj, "resume"),
     )
 
@@ -166,7 +169,7 @@ def _step(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Step:
             left_out[key] = (f"a string of {len(value)} characters (the limit is "
                              f"{MAX_TEXT_CHARS}) or with control characters" if kind is str
                              else f"a {kind.__name__}; expected a number, bool, string or null")
-    return Step(mid, mtype, run, step, finite, tuple(nonfinite), opt_number(obj, "time"),
+    return Step(mid, mtype, run, step, finite, tuple(nonfinite), opt_time(obj),
                 text, left_out, tuple(nulls))
 
 
@@ -179,7 +182,7 @@ def _run_end(obj: dict[str, Any], mid: str, mtype: str, run: str) -> RunEnd:
     status = require(obj, "status")
     if status not in RUN_STATUSES:
         raise ProtocolError("invalid", "status", f"status must be one of {RUN_STATUSES}")
-    return RunEnd(mid, mtype, run, status, opt_number(obj, "time"))
+    return RunEnd(mid, mtype, run, status, opt_time(obj))
 
 
 _VALIDATORS = {

@@ -185,6 +185,49 @@ def opt_number(obj: dict[str, Any], name: str) -> float | None:
     return float(value)
 
 
+MAX_UNIX_SECONDS = 1e10  # year 2286: a larger `time` is milliseconds or garbage
+MAX_CONFIG_DEPTH = 64
+
+
+def opt_time(obj: dict[str, Any], name: str = "time") -> float | None:
+    """An optional unix time in seconds (0 ≤ t < 1e10)."""
+    value = opt_number(obj, name)
+    if value is not None and not 0 <= value < MAX_UNIX_SECONDS:
+        hint = " (milliseconds? send seconds)" if 1e12 <= value < 1e14 else ""
+        raise ProtocolError("invalid", name, f"{name} must be unix seconds between 0 and "
+                            f"{MAX_UNIX_SECONDS:.0e}, got {value:g}{hint}")
+    return value
+
+
+def check_json_tree(value: Any, field: str, max_depth: int = MAX_CONFIG_DEPTH) -> None:
+    """A JSON document the database can store: objects with string keys, lists, strings,
+    finite numbers, bools and null, at most `max_depth` deep. Iterative (no recursion limit to
+    hit); raises ProtocolError naming `field` and the path of the bad part."""
+    stack: list[tuple[Any, str, int]] = [(value, field, 0)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > max_depth:
+            raise ProtocolError("invalid", field, f"{path[:80]}… is nested more than "
+                                f"{max_depth} deep")
+        kind = type(node)
+        if kind is dict:
+            for key, child in node.items():
+                if type(key) is not str:
+                    raise ProtocolError("wrong_type", field, f"{path} has a non-string key")
+                stack.append((child, f"{path}.{key}", depth + 1))
+        elif kind is list:
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node))
+        elif kind is float:
+            if not math.isfinite(node):
+                raise ProtocolError("invalid", field, f"{path} is {node}, not a finite number")
+        elif kind is int:
+            if abs(node) >= 2**63:
+                raise ProtocolError("invalid", field, f"{path} is an integer out of range")
+        elif kind not in (str, bool, type(None)):
+            raise ProtocolError("wrong_type", field, f"{path} is a {kind.__name__}; a config "
+                                "holds only JSON values")
+
+
 def step_number(value: Any, name: str) -> int:
     if type(value) is not int:
         raise ProtocolError("wrong_type", name, f"{name} must be an integer")

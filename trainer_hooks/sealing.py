@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import operator
 import sqlite3
 import time
@@ -35,7 +34,7 @@ from trainer_hooks.protocol import (
 )
 from trainer_hooks.reward_result import results_to_columns
 from trainer_hooks.sample_columns import OPTIONAL_COLUMNS, SampleChunk, SampleError, make_chunk
-from trainer_hooks.schema import _CONTROL
+from trainer_hooks.schema import _CONTROL, MAX_UNIX_SECONDS
 from trainer_hooks.sender_queue import (
     CONTROL,
     FLUSH,
@@ -141,7 +140,10 @@ class Sealer:
         if metrics and not clean:
             self.invalid("step", f"log_step: step {step} has no usable metric")
             return
-        t = t if type(t) in (int, float) and math.isfinite(t) else time.time()
+        if not (type(t) in (int, float) and 0 <= t < MAX_UNIX_SECONDS):
+            self.left_out(step, "time", f"{t!r:.40} is not unix seconds; the time of the "
+                          "call is used")
+            t = time.time()
         items = list(clean.items())
         for i in range(0, max(len(items), 1), MAX_METRICS_PER_MESSAGE):
             part = dict(items[i:i + MAX_METRICS_PER_MESSAGE])

@@ -46,8 +46,8 @@ def parse_environments(envs: Any, field: str) -> list[EnvironmentDecl]:
         if name in seen:
             raise ProtocolError("invalid", f"{where}.name", f"environment {name!r} is repeated")
         seen.add(name)
-        lo = opt_number(env, "reward_min") if "reward_min" in env else None
-        hi = opt_number(env, "reward_max") if "reward_max" in env else None
+        lo = _field_number(env, "reward_min", where)
+        hi = _field_number(env, "reward_max", where)
         _check_bounds(lo, hi, f"{where}.reward_max")
         out.append(EnvironmentDecl(
             name=name,
@@ -203,7 +203,7 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool) -
     if values is None:
         return None
     if allow_scalar and isinstance(values, str):
-        return np.full(n, values)
+        return _checked_strings(np.full(n, values), name)
     values = _check_list(values, name, n)
     kinds = set(map(type, values))
     if not kinds <= {str, type(None)}:
@@ -214,8 +214,20 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool) -
         arr = objects.astype(str)
     else:
         arr = np.array(values, dtype=str)
-    if arr.dtype.itemsize // 4 > MAX_KEY_CHARS:
+    return _checked_strings(arr, name)
+
+
+def _checked_strings(arr: np.ndarray, name: str) -> np.ndarray:
+    """At most MAX_KEY_CHARS characters and no control characters, checked column-wise."""
+    width = arr.dtype.itemsize // 4
+    if width > MAX_KEY_CHARS:
         raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_KEY_CHARS} chars")
+    if arr.size and width:
+        codes = np.ascontiguousarray(arr).view(np.uint32).reshape(arr.size, width)
+        inside = np.arange(width) < np.char.str_len(arr).reshape(-1, 1)
+        if np.any(((codes < 32) | (codes == 127)) & inside):
+            raise ProtocolError("invalid", name, f"{name} values must not contain control "
+                                "characters")
     return arr
 
 
