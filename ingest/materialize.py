@@ -34,6 +34,7 @@ from ingest.reads import pending_steps
 from ingest.samples import EnvRanges, SeriesKey
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, env_ranges, publish_series_pks
+from ingest.worker import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ def _aggregate(blobs: list[bytes], ranges: dict[str, EnvRanges], observed: Obser
     if workers <= 0:
         return aggregate_blobs(blobs, ranges, observed)
     if _POOL is None:
-        _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                    initializer=die_with_parent)
     try:
         return _POOL.submit(aggregate_blobs, blobs, ranges, observed).result()
     except BrokenProcessPool:

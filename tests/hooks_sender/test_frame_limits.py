@@ -1,7 +1,13 @@
-"""The documented frame limit holds at every layer of a real server process: a 20 MiB frame
-(above TELESCOPE_MAX_MESSAGE_BYTES, below daphne's cap) is closed with 4413, not dropped."""
+"""Limits and lifetime of a real server process: a 20 MiB frame (above
+TELESCOPE_MAX_MESSAGE_BYTES, below daphne's cap) is closed with 4413, not dropped; a server
+killed with SIGKILL leaves no child process behind."""
 
 from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -19,3 +25,38 @@ def test_a_20_mib_frame_gets_close_4413(dashboard_server: LiveServer,
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(60)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4413
+
+
+def children(pid: int) -> set[int]:
+    """Processes whose parent is `pid` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux)")
+def test_a_killed_server_leaves_no_orphan_processes(live_state: ServerState) -> None:
+    server = LiveServer(live_state).start()
+    token = live_state.token("proj")
+    body = json.dumps({"v": 1, "id": "s", "type": "samples", "run": "r", "step": 0,
+                       "sample_id": [1, 2], "group_id": [0, 0], "reward": [0.0, 1.0]})
+    req = urllib.request.Request(server.http + "/api/ingest", data=body.encode(),
+                                 headers={"Authorization": f"Bearer {token}",
+                                          "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=60).read()  # aggregates: the worker pool starts
+    assert server.proc is not None
+    kids = children(server.proc.pid)
+    assert kids, "the aggregation worker should be running"
+    server.kill()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{k}").exists() for k in kids):
+        time.sleep(0.1)
+    alive = [k for k in kids if Path(f"/proc/{k}").exists()
+             and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not alive, f"orphans: {alive}"
