@@ -236,6 +236,13 @@ def pending_steps(run_id: int) -> int:
         return int(cur.fetchone()[0])
 
 
+def total_pending_steps() -> int:
+    """Steps of every run waiting to be (re-)aggregated."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM ingest_stepstate WHERE dirty")
+        return int(cur.fetchone()[0])
+
+
 def runs_with_pending(run_ids: list[int]) -> list[int]:
     """Those of `run_ids` with steps waiting to be (re-)aggregated."""
     marks = ", ".join(["%s"] * len(run_ids))

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_http_methods
@@ -89,3 +92,24 @@ def series(request: HttpRequest, run_id: int) -> HttpResponse:
         return json_response(reads.series(run_id, ids, max_points, min_step, max_step))
     except Run.DoesNotExist:
         return json_response({"error": f"no run {run_id}"}, status=404)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> HttpResponse:
+    """For load balancers and compose: the database, the channel layer and the aggregation
+    backlog. 200 when the database and the channel layer answer, else 503 with the reason."""
+    checks: dict[str, Any] = {}
+    try:
+        checks["backlog_steps"] = reads.total_pending_steps()
+        checks["database"] = "ok"
+    except DatabaseError as exc:
+        checks["database"] = f"error: {exc}".strip()
+    try:
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)("healthz", {"type": "healthz"})
+        checks["channel_layer"] = "ok" if layer is not None else "none"
+    except Exception as exc:  # noqa: BLE001 - any failure of the layer is the answer
+        checks["channel_layer"] = f"error: {type(exc).__name__}: {exc}"
+    ok = checks["database"] == "ok" and not str(checks["channel_layer"]).startswith("error")
+    return json_response({"ok": ok, **checks}, status=200 if ok else 503)

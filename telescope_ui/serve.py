@@ -11,8 +11,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
+from urllib.parse import urlsplit
 
 DAPHNE_CAP_BYTES = 32 << 20
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def check_database() -> None:
+    """Refuse to start, with the reason, when the database cannot be reached or is not
+    migrated (rather than answering every request with a 500)."""
+    from django.db import DatabaseError, connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    try:
+        connection.ensure_connection()
+        executor = MigrationExecutor(connection)
+        unapplied = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        url = os.environ.get("DATABASE_URL")
+        where = "the embedded SQLite database"
+        if url:  # never print a password
+            parts = urlsplit(url)
+            where = f"DATABASE_URL {parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
+        sys.exit(f"telescope: cannot use the database ({where}): {exc}".strip())
+    if unapplied:
+        sys.exit(f"telescope: the database lacks {len(unapplied)} migration(s); run "
+                 "`python manage.py migrate` first")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -23,10 +50,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "telescope_ui.settings")
     os.environ.setdefault("TELESCOPE_AGGREGATE_WORKERS", "1")
+    if args.host not in LOOPBACK and not os.environ.get("SECRET_KEY"):
+        sys.exit(f"telescope: refusing to serve on {args.host} without SECRET_KEY: set the "
+                 "SECRET_KEY environment variable to a long random string (on loopback a key "
+                 "kept in the data directory is used)")
 
     import django
 
     django.setup()
+    check_database()
     from daphne.server import Server
     from django.conf import settings
 

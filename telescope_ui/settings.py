@@ -7,6 +7,7 @@ Scale-out: DATABASE_URL (PostgreSQL) and REDIS_URL (channels_redis pub/sub layer
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -32,11 +33,33 @@ def envlist(name: str, default: list[str]) -> list[str]:
 
 
 DEBUG = envbool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY") or "telescope-insecure-development-key-set-SECRET_KEY"
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 
 DATA_DIR = Path(os.environ.get("TELESCOPE_DATA_DIR") or BASE_DIR / "data").resolve()
+
+
+def install_secret_key(data_dir: Path) -> str:
+    """A random key made once per install and kept in the data directory (mode 600): fine for
+    a dashboard on loopback. `python -m telescope_ui.serve` refuses other interfaces without
+    an explicit SECRET_KEY. Unwritable data directory: a key for this process only."""
+    path = data_dir / "secret_key"
+    try:
+        if not path.exists():
+            data_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another process made it meanwhile
+                pass
+            else:
+                with os.fdopen(fd, "w") as f:
+                    f.write(secrets.token_urlsafe(50))
+        return path.read_text().strip() or secrets.token_urlsafe(50)
+    except OSError:
+        return secrets.token_urlsafe(50)
+
+
+SECRET_KEY = os.environ.get("SECRET_KEY") or install_secret_key(DATA_DIR)
 
 INSTALLED_APPS = [
     "daphne",

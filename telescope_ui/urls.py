@@ -11,6 +11,7 @@ urlpatterns = [
     path("static/plotly.min.js", pages.plotly_js, name="plotly"),
     path("static/<path:name>", pages.static_asset, name="static-asset"),
     path("api/ingest", ingest_views.ingest, name="ingest"),
+    path("healthz", api.healthz, name="healthz"),
     path("api/runs", api.runs, name="api-runs"),
     path("api/runs/<int:run_id>", api.run_detail, name="api-run"),
     path("api/runs/<int:run_id>/catalog", api.catalog, name="api-catalog"),
