@@ -1,7 +1,16 @@
 """After commit: publish new points to the run's channel group `run.<id>`; while a backlog is
-re-aggregated, its progress."""
+re-aggregated, its progress.
+
+Publishing is best effort: the database is the source of truth, so a channel layer that is
+down (Redis gone) never fails an ingest — live pages miss the push and resync from the database
+by sequence number. The failure is logged, at most every LOG_EVERY seconds.
+"""
 
 from __future__ import annotations
+
+import logging
+import time
+from typing import Any
 
 from channels.layers import get_channel_layer
 
@@ -16,10 +25,7 @@ async def publish(outcome: Outcome) -> None:
     """Send what a committed message changed to every live page watching its run."""
     if outcome.run_id is None or (outcome.seq is None and outcome.run is None):
         return
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    await layer.group_send(group_name(outcome.run_id), {
+    await _send(group_name(outcome.run_id), {
         "type": "run.points",
         "run": outcome.run_id,
         "seq": outcome.seq,
@@ -31,9 +37,24 @@ async def publish(outcome: Outcome) -> None:
 
 async def publish_progress(run_id: int, pending: int) -> None:
     """Tell live pages how many of a run's steps still await (re-)aggregation."""
+    await _send(group_name(run_id), {"type": "run.progress", "run": run_id, "pending": pending})
+
+
+log = logging.getLogger(__name__)
+LOG_EVERY = 30.0
+_last_logged = -LOG_EVERY
+
+
+async def _send(group: str, event: dict[str, Any]) -> None:
+    global _last_logged
     layer = get_channel_layer()
     if layer is None:
         return
-    await layer.group_send(group_name(run_id), {
-        "type": "run.progress", "run": run_id, "pending": pending,
-    })
+    try:
+        await layer.group_send(group, event)
+    except Exception as exc:  # noqa: BLE001 - any layer failure: live fan-out degrades
+        now = time.monotonic()
+        if now - _last_logged >= LOG_EVERY:
+            _last_logged = now
+            log.warning("live updates could not be published (%s: %s); ingest continues, "
+                        "pages resync from the database", type(exc).__name__, exc)

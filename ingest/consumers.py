@@ -46,6 +46,9 @@ class IngestConsumer(AsyncWebsocketConsumer):
     per message, in order) is sent only after its commit (after aggregation, for a barrier)."""
 
     project_id: int | None = None
+    # No channel of its own: ingest needs no channel layer, so a layer that is down (Redis)
+    # cannot fail the handshake; publishing is best effort (ingest.broadcast).
+    channel_layer_alias = "__ingest_needs_no_channel__"
 
     async def connect(self) -> None:
         headers = dict(self.scope.get("headers") or [])

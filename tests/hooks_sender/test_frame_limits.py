@@ -1,11 +1,13 @@
 """Limits and lifetime of a real server process: a 20 MiB frame (above
 TELESCOPE_MAX_MESSAGE_BYTES, below daphne's cap) is closed with 4413, not dropped; a server
-killed with SIGKILL leaves no child process behind."""
+killed with SIGKILL leaves no child process behind; ingest goes on while Redis is down."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from tests.support.live_server import LiveServer, ServerState
+from tests.support.live_server import LiveServer, ServerState, free_port
+from trainer_hooks import connect
 
 
 def test_a_20_mib_frame_gets_close_4413(dashboard_server: LiveServer,
@@ -60,3 +63,26 @@ def test_a_killed_server_leaves_no_orphan_processes(live_state: ServerState) -> 
     alive = [k for k in kids if Path(f"/proc/{k}").exists()
              and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert not alive, f"orphans: {alive}"
+
+
+def test_ingest_works_while_the_redis_layer_is_down(tmp_path: Path) -> None:
+    state = ServerState(tmp_path, os.environ.get("DATABASE_URL"),
+                        f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    server = LiveServer(state).start()
+    try:
+        token = state.token("proj")
+        c = connect(server.ws, token, "no-redis", spool_dir=tmp_path / "spool")
+        for step in range(20):
+            c.log_step(step, {"loss": float(step)})
+        t0 = time.monotonic()
+        assert c.close(60), c.not_stored
+        print(f"20 steps stored with Redis down in {time.monotonic() - t0:.2f} s")
+        try:
+            urllib.request.urlopen(server.http + "/healthz", timeout=30)
+            raise AssertionError("healthz should report the channel layer")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+            assert json.load(exc)["channel_layer"].startswith("error")
+    finally:
+        server.stop()
+        state.drop()
