@@ -28,7 +28,9 @@ from ingest.broadcast import group_name
 from ingest.materialize import MATERIALIZER
 from ingest.models import Run
 from ingest.reads import changes_since, pending_steps, runs_with_pending
+from telescope_ui.access import may_read
 
+CLOSE_FORBIDDEN = 4403
 log = logging.getLogger(__name__)
 
 MAX_REPLAY_POINTS = 50_000
@@ -43,6 +45,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.flush_task: asyncio.Task[None] | None = None
         self.last_flush = 0.0
         self.interval = settings.TELESCOPE_LIVE_INTERVAL_MS / 1000
+        client = self.scope.get("client") or (None, None)
+        if not may_read(client[0], self.scope.get("user")):
+            await self.close(code=CLOSE_FORBIDDEN)  # sign in first (telescope_ui.access)
+            return
         await self.accept()
         # Sweep steps left dirty by a crash or by `declare_ranges` run from the command line,
         # now and, for the watched runs, as long as the page stays.

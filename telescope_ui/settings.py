@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "telescope_ui.access.ReadAccessMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -150,6 +151,12 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
 # Ingest limits (PROTOCOL.md §1: 4413 too large, 4429 rate limited).
+# Reads (pages, read API, live updates) from other than loopback need a signed-in user unless
+# this is set (see telescope_ui.access).
+TELESCOPE_PUBLIC_READ = envbool("TELESCOPE_PUBLIC_READ", False)
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
 TELESCOPE_MAX_MESSAGE_BYTES = envint("TELESCOPE_MAX_MESSAGE_BYTES", 8 * 1024 * 1024)
 # Django's own cap on a request body (2.5 MiB by default) must not undercut ours: the ingest view
 # answers a body over our limit with a JSON 413 itself.

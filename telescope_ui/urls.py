@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from ingest import views as ingest_views
@@ -12,6 +13,8 @@ urlpatterns = [
     path("static/<path:name>", pages.static_asset, name="static-asset"),
     path("api/ingest", ingest_views.ingest, name="ingest"),
     path("healthz", api.healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/runs", api.runs, name="api-runs"),
     path("api/runs/<int:run_id>", api.run_detail, name="api-run"),
     path("api/runs/<int:run_id>/catalog", api.catalog, name="api-catalog"),
