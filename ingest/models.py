@@ -44,6 +44,12 @@ class Run(models.Model):
     updated_at = models.DateTimeField()
     last_step = models.BigIntegerField(null=True)
     color = models.CharField(max_length=16, default="")
+    notes = models.TextField(default="")
+    total_steps = models.BigIntegerField(null=True)  # from run.start (progress and ETA)
+    # Seconds per step, an exponentially weighted mean of the gaps between consecutive steps'
+    # times (the first step, with its warm-up, has no gap), and the newest step's time.
+    step_seconds = models.FloatField(null=True)
+    last_step_time = models.FloatField(null=True)
     # Bumped by every commit that changes points; points carry the seq that last wrote them.
     seq = models.BigIntegerField(default=0)
 

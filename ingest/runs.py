@@ -123,15 +123,16 @@ def _create(project_id: int, wire_name: str, *, adopt: bool) -> tuple[int, bool]
     experiment), `wire_name-2`, `-3`, …. With `adopt`, a run another process created for this
     wire name meanwhile is used instead. Returns (pk, created)."""
     now = datetime.now(UTC)
+    color = _free_color(project_id)
     names = ([wire_name] if adopt else []) + [
         f"{wire_name[:190]}-{k}" for k in range(2, MAX_SUFFIX)]
     for name in names:
         with connection.cursor() as cur:
             cur.execute(
                 "INSERT INTO ingest_run (project_id, name, wire_name, started, status,"
-                " started_at, updated_at, color, seq) VALUES (%s, %s, %s, %s, 'running', %s, %s,"
-                " '', 0) ON CONFLICT (project_id, name) DO NOTHING",
-                [project_id, name, wire_name, False, now, now])
+                " started_at, updated_at, color, seq, notes) VALUES (%s, %s, %s, %s, 'running',"
+                " %s, %s, %s, 0, '') ON CONFLICT (project_id, name) DO NOTHING",
+                [project_id, name, wire_name, False, now, now, color])
             if cur.rowcount == 1:
                 cur.execute("SELECT id FROM ingest_run WHERE project_id = %s AND name = %s",
                             [project_id, name])
@@ -143,6 +144,22 @@ def _create(project_id: int, wire_name: str, *, adopt: bool) -> tuple[int, bool]
     raise RuntimeError(f"no free run name for {wire_name!r}")
 
 
+# Distinct, readable on light and dark backgrounds (Tableau 10, then 10 more).
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+           "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+           "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#ff7f0e")
+
+
+def _free_color(project_id: int) -> str:
+    """The first palette colour no run of the project has; when all are taken, the one
+    fewest runs have."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT color, COUNT(*) FROM ingest_run WHERE project_id = %s GROUP BY color",
+                    [project_id])
+        used = dict(cur.fetchall())
+    return min(PALETTE, key=lambda c: (used.get(c, 0), PALETTE.index(c)))
+
+
 def _lock(pk: int) -> Run:
     """The run's row, locked for the rest of the transaction (config is never loaded here:
     this runs for every message)."""
@@ -150,13 +167,16 @@ def _lock(pk: int) -> Run:
     with connection.cursor() as cur:
         cur.execute(
             "SELECT r.project_id, r.name, r.wire_name, r.started, r.status, r.started_at,"
-            " r.updated_at, r.last_step, r.color, r.seq, p.name FROM ingest_run r"
+            " r.updated_at, r.last_step, r.color, r.seq, r.total_steps, r.step_seconds,"
+            " r.last_step_time, r.notes, p.name FROM ingest_run r"
             " JOIN ingest_project p ON p.id = r.project_id WHERE r.id = %s"
             + (" FOR UPDATE OF r" if lock else ""), [pk])
         (project_id, name, wire_name, started, status, started_at, updated, last_step, color,
-         seq, project) = cur.fetchone()
+         seq, total_steps, step_seconds, last_step_time, notes, project) = cur.fetchone()
     run = Run(id=pk, project_id=project_id, name=name, wire_name=wire_name,
               started=bool(started), status=status, last_step=last_step, color=color, seq=seq,
+              total_steps=total_steps, step_seconds=step_seconds, last_step_time=last_step_time,
+              notes=notes,
               started_at=_as_datetime(started_at), updated_at=_as_datetime(updated))
     run.project_name = project  # type: ignore[attr-defined]
     return run

@@ -19,7 +19,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import F, Q
 
-from ingest import categorical, columns
+from ingest import categorical, columns, progress
 from ingest.models import Environment, Run, Series
 from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.observed import merge_observed
@@ -149,7 +149,9 @@ class PointWriter:
             pt["time"].append(t)
             pt["value"].append(s)
 
-    def see_step(self, step: int) -> None:
+    def see_step(self, step: int, t: float | None = None) -> None:
+        """A step arrived (at trainer time `t` for a step message: the clock of the ETA)."""
+        progress.advance(self.run, step, t)
         if self.run.last_step is None or step > self.run.last_step:
             self.run.last_step = step
             self.run_changed = True
@@ -177,8 +179,10 @@ class PointWriter:
                 )
                 self._count_pending(cur)
         with connection.cursor() as cur:
-            cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s"
-                        " WHERE id = %s", [run.seq, run.last_step, run.updated_at, run.pk])
+            cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s,"
+                        " step_seconds = %s, last_step_time = %s WHERE id = %s",
+                        [run.seq, run.last_step, run.updated_at, run.step_seconds,
+                         run.last_step_time, run.pk])
         info = run_info(run) if (self.run_changed or run_created) else None
         reply: dict[str, Any] = {"type": "ack", "id": msg_id}
         if self.left_out:
@@ -202,15 +206,21 @@ def catalog_entry(sid: str, kind: str, key: str, stat: str | None, env: str | No
 
 
 def run_info(run: Run) -> dict[str, Any]:
+    """A run as the read API lists it (PROTOCOL.md §4)."""
+    status = progress.status_of(run.status, run.updated_at, _now())
     return {
         "id": run.pk,
         "project": getattr(run, "project_name", None) or run.project.name,
         "name": run.name,
-        "status": run.status,
+        "status": status,
         "last_step": run.last_step,
         "started_at": run.started_at.isoformat(),
         "updated_at": run.updated_at.isoformat(),
         "color": run.color,
+        "notes": run.notes,
+        "total_steps": run.total_steps,
+        "eta_seconds": progress.eta_seconds(status, run.total_steps, run.last_step,
+                                            run.step_seconds),
     }
 
 
@@ -247,7 +257,7 @@ def _apply_step(w: PointWriter, msg: p.Step) -> None:
         Series.objects.filter(Q(pk__in=pks) | Q(run_id=w.run.pk, sid__in=nulls)).update(
             nonfinite_count=F("nonfinite_count") + 1)
     w.left_out = left_out
-    w.see_step(msg.step)
+    w.see_step(msg.step, t)
 
 
 def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
@@ -317,6 +327,8 @@ def _apply_run_start(w: PointWriter, msg: p.RunStart) -> None:
         fields["config"] = msg.config
     if msg.time is not None:
         fields["started_at"] = datetime.fromtimestamp(msg.time, UTC)
+    if msg.total_steps is not None:
+        fields["total_steps"] = msg.total_steps
     Run.objects.filter(pk=run.pk).update(**fields)
     for name, value in fields.items():
         setattr(run, name, value)

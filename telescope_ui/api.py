@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_http_methods
 
-from ingest import reads
+from ingest import housekeeping, reads
 from ingest.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
 from ingest.models import Run
 from ingest.store import run_info
@@ -35,26 +35,23 @@ def runs(request: HttpRequest) -> HttpResponse:
     return json_response({"runs": [run_info(r) for r in qs]})
 
 
-@require_http_methods(["GET", "PATCH"])
+@require_http_methods(["GET", "PATCH", "DELETE"])
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    """GET one run; PATCH {"color": "#rrggbb"} (CSRF-protected page write)."""
+    """GET one run; PATCH any of {"name", "notes", "color"}; DELETE it and all its data
+    (writes are CSRF-protected, like the page's others)."""
+    if request.method == "DELETE":
+        if not housekeeping.delete(run_id):
+            return json_response({"error": "no such run"}, status=404)
+        return json_response({"deleted": run_id})
     run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
     if request.method == "PATCH":
         try:
-            body = orjson.loads(request.body)
+            housekeeping.edit(run, orjson.loads(request.body))
         except orjson.JSONDecodeError:
             return _bad("body", "body must be JSON")
-        color = body.get("color") if isinstance(body, dict) else None
-        if not isinstance(color, str) or not _is_hex_color(color):
-            return _bad("color", "color must look like #rrggbb")
-        run.color = color
-        run.save(update_fields=["color"])
+        except housekeeping.EditError as exc:
+            return json_response({"error": exc.message, "field": exc.field}, status=exc.status)
     return json_response(reads.run_detail(run))
-
-
-def _is_hex_color(value: str) -> bool:
-    return len(value) == 7 and value[0] == "#" and all(c in "0123456789abcdefABCDEF"
-                                                       for c in value[1:])
 
 
 @require_GET

@@ -154,6 +154,8 @@ STATIC_ROOT = DATA_DIR / "static"
 # Reads (pages, read API, live updates) from other than loopback need a signed-in user unless
 # this is set (see telescope_ui.access).
 TELESCOPE_PUBLIC_READ = envbool("TELESCOPE_PUBLIC_READ", False)
+# A running run that has sent nothing for this long is shown as idle.
+TELESCOPE_IDLE_SECONDS = envint("TELESCOPE_IDLE_SECONDS", 600)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 

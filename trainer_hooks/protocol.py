@@ -121,7 +121,20 @@ def _run_start(obj: dict[str, Any], mid: str, mtype: str, run: str) -> RunStart:
         None if envs is None else parse_environments(envs, "environments"),
         opt_time(obj),
         _opt_bool(obj, "resume"),
+        _total_steps(obj, config),
     )
+
+
+def _total_steps(obj: dict[str, Any], config: dict[str, Any] | None) -> int | None:
+    """`total_steps`, else a positive whole `config.total_steps` or `config.max_steps`."""
+    if obj.get("total_steps") is not None:
+        return step_number(obj["total_steps"], "total_steps")
+    for name in ("total_steps", "max_steps"):
+        value = (config or {}).get(name)
+        if type(value) in (int, float) and math.isfinite(value) and value > 0 \
+                and value == int(value) and value < 2**63:
+            return int(value)
+    return None
 
 
 def _opt_bool(obj: dict[str, Any], name: str) -> bool:

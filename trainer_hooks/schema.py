@@ -117,6 +117,7 @@ class RunStart(Message):
     environments: list[EnvironmentDecl] | None
     time: float | None
     resume: bool = False  # continue the newest run of this name instead of starting anew
+    total_steps: int | None = None  # for progress and ETA
 
 
 @dataclass(frozen=True)
