@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
+
+POLL_SECONDS = 0.5
 
 
 def die_with_parent() -> None:
-    """Be killed when the server process dies, even by SIGKILL (Linux PR_SET_PDEATHSIG), so no
-    orphan outlives it; multiprocessing's resource tracker then sees its pipe close and exits
-    too."""
-    try:
-        import ctypes
-        import signal
+    """End this worker soon after the server process dies, even by SIGKILL, so no orphan
+    outlives it (multiprocessing's resource tracker then sees its pipes close and exits too).
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent died before prctl took effect
-            os._exit(0)
-    except (OSError, AttributeError):  # not Linux: workers end when the server exits
-        pass
+    A watchdog thread notices the worker being re-parented. (Linux's PR_SET_PDEATHSIG would
+    fire when the *thread* that spawned the worker ends — a request thread — not the server.)"""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(POLL_SECONDS)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()

@@ -47,12 +47,15 @@ def children(pid: int) -> set[int]:
 def test_a_killed_server_leaves_no_orphan_processes(live_state: ServerState) -> None:
     server = LiveServer(live_state).start()
     token = live_state.token("proj")
-    body = json.dumps({"v": 1, "id": "s", "type": "samples", "run": "r", "step": 0,
-                       "sample_id": [1, 2], "group_id": [0, 0], "reward": [0.0, 1.0]})
-    req = urllib.request.Request(server.http + "/api/ingest", data=body.encode(),
-                                 headers={"Authorization": f"Bearer {token}",
-                                          "Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=60).read()  # aggregates: the worker pool starts
+    for step in range(3):  # each request aggregates; the worker outlives the request thread
+        body = json.dumps({"v": 1, "id": f"s{step}", "type": "samples", "run": "r",
+                           "step": step, "sample_id": [1, 2], "group_id": [0, 0],
+                           "reward": [0.0, 1.0]})
+        req = urllib.request.Request(server.http + "/api/ingest", data=body.encode(),
+                                     headers={"Authorization": f"Bearer {token}",
+                                              "Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=60).read()
+        time.sleep(0.5)
     assert server.proc is not None
     kids = children(server.proc.pid)
     assert kids, "the aggregation worker should be running"
