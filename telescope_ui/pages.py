@@ -21,8 +21,9 @@ from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 # The Metrics page's ES modules, preloaded so the browser fetches them in parallel rather than
 # discovering them import by import.
 METRICS_MODULES = [f"js/{name}.js" for name in (
-    "metrics", "api", "catalog", "chart", "controls", "custom", "dom", "layout", "live", "prefs",
-    "runbar", "scheduler", "sketch", "store", "text", "traces", "transforms", "view")]
+    "metrics", "api", "catalog", "chart", "controls", "custom", "dom", "layout", "live",
+    "normalized", "prefs", "runbar", "scheduler", "sketch", "states", "store", "text", "traces",
+    "transforms", "view")]
 
 
 @require_GET

@@ -3,8 +3,11 @@
 
 import { getSeries, MAX_POINTS_LIMIT } from './api.js';
 import { download, h, icon } from './dom.js';
+import { chartBadge, normalizes } from './normalized.js';
 import { escapePlotly, safeFilename, toCSV } from './text.js';
 import { sketch } from './sketch.js';
+import { buildStateFigure } from './states.js';
+import { RANGE_REFRESH_MS } from './store.js';
 import { buildFigure } from './traces.js';
 import { fromPayload, spliceDetail } from './transforms.js';
 
@@ -35,20 +38,30 @@ export class Chart {
   build() {
     const e = this.entry;
     const label = e.label || e.key;
+    // A categorical key is a state strip: no EMA, outliers, log y or band, so no settings.
+    this.categorical = Boolean(e.categorical);
     this.title = h('h4', { class: 'chart-title', title: e.kind === 'step' ? e.key : `${e.key} · ${e.stat ?? ''}` }, label);
     this.settingsBtn = h('button', { type: 'button', class: 'tool', 'aria-expanded': 'false',
       'aria-label': `Settings of ${label}`, title: 'Chart settings', onclick: () => this.toggleSettings() }, icon('gear'));
     const tools = h('div', { class: 'chart-tools' },
-      this.settingsBtn,
+      this.categorical ? null : this.settingsBtn,
       h('button', { type: 'button', class: 'tool', 'aria-label': `Fullscreen ${label}`, title: 'Fullscreen',
         onclick: () => this.fullscreen() }, icon('expand')),
       h('button', { type: 'button', class: 'tool', 'aria-label': `Download CSV of ${label}`, title: 'Download CSV',
         onclick: () => this.exportCSV() }, 'CSV'),
       h('button', { type: 'button', class: 'tool', 'aria-label': `Download PNG of ${label}`, title: 'Download PNG',
         onclick: () => this.exportPNG() }, 'PNG'));
-    this.plot = h('div', { class: 'plot', dataset: { seriesId: e.id } });
+    // data-series-id stays the catalog entry's (raw) id whatever Normalize shows, so a chart
+    // keeps one identity; data-plotted-id names the series drawn for the first run.
+    this.plot = h('div', { class: this.categorical ? 'plot states' : 'plot',
+      dataset: { seriesId: e.id, plottedId: e.id } });
+    this.legend = this.categorical ? h('ul', { class: 'state-legend', dataset: { stateLegend: '' },
+      'aria-label': `Values of ${label}` }) : null;
+    // Its own line under the header: a per-env range list is long, the title keeps its room.
+    this.badge = h('span', { class: 'badge range-badge', dataset: { rangeBadge: '' }, hidden: true });
     this.note = h('p', { class: 'chart-note' });
-    this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, tools), this.plot, this.note);
+    this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, tools),
+      this.badge, this.plot, this.legend, this.note);
     this.el.chart = this;
     this.el.addEventListener('fullscreenchange', () => this.rendered && window.Plotly.Plots.resize(this.plot));
     this.updateNote(null);
@@ -100,42 +113,70 @@ export class Chart {
 
   // ------------------------------------------------------------ data
 
-  /** Series ids this chart draws: its own and, for a mean with its band on, the std. */
-  ids() {
-    const std = this.settings.band ? this.page.stdIdFor(this.entry) : null;
-    return std ? [this.id, std] : [this.id];
+  /** Whether this chart shows normalized series now: the page toggle, ranged charts only. */
+  normalized() {
+    return Boolean(this.page.settings.normalize) && normalizes(this.entry);
+  }
+
+  /**
+   * The series this chart draws for one run: `main` and, for a mean with its band on, `std`.
+   * Normalized: that run's own twins (null until its catalog lists them).
+   */
+  idsFor(store) {
+    const band = this.settings.band ? this.page.stdIdFor(this.entry) : null;
+    if (!this.normalized()) return { main: this.id, std: band };
+    return { main: store.twinOf(this.entry), std: band ? store.twinOf(this.entry, 'std') : null };
+  }
+
+  ids(store) {
+    const { main, std } = this.idsFor(store);
+    return [main, std].filter(Boolean);
   }
 
   ensureData() {
+    let wait = Infinity;
     for (const store of this.page.runs) {
-      for (const sid of this.ids()) {
-        if (store.series.has(sid) || this.page.loader.isPending(store, sid)) continue;
+      for (const sid of this.ids(store)) {
+        if (this.page.loader.isPending(store, sid)) continue;
+        if (store.series.has(sid) && !store.rangeDue(sid)) {
+          if (store.series.get(sid).rangeStale) wait = Math.min(wait, RANGE_REFRESH_MS);
+          continue;
+        }
         this.page.loader.request(store, sid, this.inView).then(() => this.invalidate());
       }
+    }
+    // The last live points may leave a badge stale: look again once its refresh is due.
+    if (wait < Infinity && !this.rangeTimer) {
+      this.rangeTimer = setTimeout(() => { this.rangeTimer = null; this.invalidate(); }, wait);
     }
   }
 
   /** Drawable when no load for it is outstanding. */
   ready() {
-    return this.page.runs.every((store) => this.ids().every((sid) => !this.page.loader.isPending(store, sid)));
+    return this.page.runs.every((store) => this.ids(store).every((sid) => !this.page.loader.isPending(store, sid)));
   }
 
   dataFor(store, sid) {
     const rec = store.series.get(sid);
     if (!rec || !rec.data) return null;
-    const det = sid === this.id ? this.detail.get(store.id) : null;
-    return det ? spliceDetail(rec.data, det.data, det.lo, det.hi) : rec.data;
+    const det = this.detail.get(store.id);
+    return det && det.sid === sid ? spliceDetail(rec.data, det.data, det.lo, det.hi) : rec.data;
   }
 
   figure() {
-    const std = this.settings.band ? this.page.stdIdFor(this.entry) : null;
-    const runs = this.page.runs.map((store) => ({
-      id: store.id, name: store.info.name, color: store.color,
-      data: this.dataFor(store, this.id), std: std ? this.dataFor(store, std) : null,
-      range: store.series.get(this.id)?.range ?? null, t0: store.t0, firstStep: store.firstStep,
-    }));
+    const runs = this.page.runs.map((store) => {
+      const { main, std } = this.idsFor(store);
+      return {
+        id: store.id, name: store.info.name, color: store.color,
+        data: main ? this.dataFor(store, main) : null, std: std ? this.dataFor(store, std) : null,
+        range: main ? store.series.get(main)?.range ?? null : null, t0: store.t0, firstStep: store.firstStep,
+      };
+    });
+    if (this.categorical) {
+      return buildStateFigure({ runs, page: this.page.settings, theme: this.page.theme(), zoom: this.zoom });
+    }
     return buildFigure({ entry: this.entry, runs, chart: this.settings, page: this.page.settings,
-      theme: this.page.theme(), zoom: this.zoom });
+      theme: this.page.theme(), zoom: this.zoom, normalized: this.normalized() });
   }
 
   // ------------------------------------------------------------ rendering
@@ -176,6 +217,9 @@ export class Chart {
       Plotly.react(this.plot, fig.data, fig.layout, PLOT_CONFIG);
     }
     this.updateNote(fig);
+    this.updateBadge(fig);
+    if (this.legend) this.updateLegend(fig.legend);
+    this.plot.dataset.plottedId = (this.page.runs[0] && this.idsFor(this.page.runs[0]).main) ?? '';
     const primary = fig.prepared.find((p) => p.run.id === this.page.runs[0]?.id);
     document.dispatchEvent(new CustomEvent('telescope:drawn', {
       detail: { id: this.id, kind, run: primary?.run.id ?? null, lastStep: primary?.step.at(-1) ?? null, startedAt },
@@ -184,9 +228,31 @@ export class Chart {
 
   updateNote(fig) {
     const parts = [];
-    if (fig && fig.points === 0) parts.push(this.page.runs.some((s) => s.has(this.id)) ? 'No points in range' : 'No data yet');
+    if (fig && fig.points === 0) {
+      const loaded = this.page.runs.some((s) => { const { main } = this.idsFor(s); return main && s.has(main); });
+      parts.push(loaded ? 'No points in range' : this.normalized() ? 'No normalized data yet' : 'No data yet');
+    }
     if (this.entry.nonfinite) parts.push(`${this.entry.nonfinite} non-finite value(s) dropped`);
     this.note.textContent = parts.join(' · ');
+  }
+
+  /** The range badge of a normalized chart; hidden in raw mode. */
+  updateBadge(fig) {
+    const badge = this.normalized() ? chartBadge(fig.prepared.map((p) => p.run)) : null;
+    this.badge.hidden = !badge;
+    this.badge.textContent = badge ? badge.text : '';
+    this.badge.title = badge ? badge.title : '';
+    this.badge.classList.toggle('degenerate', Boolean(badge?.degenerate));
+  }
+
+  /** Each value of a state strip with its colour and count of steps; a row per overlaid run. */
+  updateLegend(rows) {
+    const many = rows.length > 1;
+    this.legend.replaceChildren(...rows.map((row) => h('li', { dataset: { run: String(row.id) } },
+      many ? h('span', { class: 'state-run' }, row.name) : null,
+      ...row.items.map((it) => h('span', { class: 'state-item', dataset: { value: it.value, count: String(it.count) } },
+        h('span', { class: 'swatch-dot', style: `background:${it.color}`, 'aria-hidden': 'true' }),
+        `${it.value} `, h('span', { class: 'muted' }, it.count.toLocaleString('en-US')))))));
   }
 
   /** Release Plotly's resources (far from the viewport); the data stays in the stores. */
@@ -215,7 +281,7 @@ export class Chart {
     const y = ev['yaxis.range'] || (ev['yaxis.range[0]'] !== undefined ? [ev['yaxis.range[0]'], ev['yaxis.range[1]']] : null);
     if (!x && !y) return;
     this.zoom = { ...(this.zoom || {}), ...(x ? { x } : {}), ...(y ? { y } : {}) };
-    if (x) {
+    if (x && !this.categorical) { // a strip holds every step already
       clearTimeout(this.zoomTimer);
       this.zoomTimer = setTimeout(() => this.loadDetail(x), 150);
     }
@@ -226,7 +292,8 @@ export class Chart {
     const fig = this.figure();
     await Promise.all(fig.prepared.map(async (p) => {
       const store = this.page.runs.find((s) => s.id === p.run.id);
-      const over = store?.series.get(this.id)?.data;
+      const sid = store && this.idsFor(store).main;
+      const over = sid && store.series.get(sid)?.data;
       if (!store || !over?.downsampled) return;
       const xs = this.page.settings.xaxis === 'time' ? p.time.map((t) => (t - p.t0) / p.unit.seconds) : p.step;
       let lo = null;
@@ -237,9 +304,9 @@ export class Chart {
       }
       lo = lo ?? over.step[0];
       hi = hi ?? over.step.at(-1);
-      const body = await getSeries(store.id, [this.id], { maxPoints: store.maxPoints, minStep: lo, maxStep: hi });
-      const payload = body.series[this.id];
-      if (payload) this.detail.set(store.id, { lo, hi, data: fromPayload(payload) });
+      const body = await getSeries(store.id, [sid], { maxPoints: store.maxPoints, minStep: lo, maxStep: hi });
+      const payload = body.series[sid];
+      if (payload) this.detail.set(store.id, { sid, lo, hi, data: fromPayload(payload) });
     }));
     this.invalidate();
   }
@@ -254,13 +321,17 @@ export class Chart {
   async exportCSV() {
     const rows = [];
     for (const store of this.page.runs) {
-      const body = await getSeries(store.id, [this.id], { maxPoints: MAX_POINTS_LIMIT });
-      const s = body.series[this.id];
+      const sid = this.idsFor(store).main; // what the chart shows: normalized or raw
+      if (!sid) continue;
+      const body = await getSeries(store.id, [sid], { maxPoints: MAX_POINTS_LIMIT });
+      const s = body.series[sid];
       if (!s) continue;
       for (let i = 0; i < s.step.length; i++) rows.push([store.info.name, s.step[i], s.time[i], s.value[i]]);
     }
     const csv = toCSV(['run', 'step', 'time', 'value'], rows);
-    download(new Blob([csv], { type: 'text/csv' }), safeFilename(this.entry.key + (this.entry.stat ? `_${this.entry.stat}` : '') + (this.entry.env ? `_${this.entry.env}` : ''), 'csv'));
+    const e = this.entry;
+    const name = [e.key, e.stat, e.env, this.normalized() ? 'normalized' : null].filter(Boolean).join('_');
+    download(new Blob([csv], { type: 'text/csv' }), safeFilename(name, 'csv'));
   }
 
   async exportPNG() {

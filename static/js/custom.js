@@ -158,7 +158,8 @@ export class CustomView {
     for (const entry of entries) {
       if (this.entries.has(entry.id)) continue;
       this.entries.set(entry.id, entry);
-      this.listEntry(entry);
+      // Normalized series are shown through the Normalize toggle, not offered as charts.
+      if (!entry.normalized) this.listEntry(entry);
       if (this.item(entry.id)) made.push(this.mount(entry.id));
     }
     if (made.length) this.renumber();

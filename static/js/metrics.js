@@ -186,6 +186,10 @@ class MetricsPage {
 
   addEntries(entries) {
     for (const e of entries) {
+      if (e.normalized) {
+        this.twinArrived(e);
+        continue; // drawn by its raw twin's chart when Normalize is on, never a chart of its own
+      }
       if (e.stat === 'std') {
         const key = siblingKey(e);
         this.stdIndex.set(key, e.id);
@@ -201,6 +205,20 @@ class MetricsPage {
     const made = this.view.add(entries);
     this.updateEmpty();
     if (made.length) this.applyFilter();
+  }
+
+  /** A normalized series is listed: the charts that show it (its twin's, a band's) load it. */
+  twinArrived(entry) {
+    if (!this.settings.normalize) return;
+    const raw = this.runs.map((s) => s.rawIdOf(entry.id)).find(Boolean);
+    if (raw) this.invalidateSeries(raw);
+  }
+
+  /** Redraw the charts that draw raw series `sid`: its own and, for a std, its mean's band. */
+  invalidateSeries(sid) {
+    this.view.charts.get(sid)?.invalidate();
+    const owner = this.bandOwner.get(sid);
+    if (owner) this.view.charts.get(owner)?.invalidate();
   }
 
   /**
@@ -253,11 +271,8 @@ class MetricsPage {
     if (!store) return;
     const { changed, added, unknown } = store.applyDelta(msg);
     if (added.length) this.addEntries(added);
-    for (const sid of changed) {
-      this.view.charts.get(sid)?.invalidate();
-      const owner = this.bandOwner.get(sid);
-      if (owner) this.view.charts.get(owner)?.invalidate();
-    }
+    // A normalized twin's points redraw the chart of its raw series.
+    for (const sid of changed) this.invalidateSeries(store.rawIdOf(sid) ?? sid);
     if (unknown.length) this.refreshCatalogSoon(store);
   }
 

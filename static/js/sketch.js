@@ -17,6 +17,17 @@ function xRange(fig) {
   return extent(...fig.data.map((t) => t.x)) || [0, 1];
 }
 
+/** A state strip's cells (a heatmap of one row, x edges): filled rectangles. */
+function cells(ctx, t, sx, sy) {
+  const [y0, y1] = [sy(t.y[0]), sy(t.y[1])];
+  const z = t.z[0];
+  for (let i = 0; i < z.length; i++) {
+    if (z[i] === null) continue;
+    ctx.fillStyle = t.meta.colors[z[i]];
+    ctx.fillRect(sx(t.x[i]), Math.min(y0, y1), sx(t.x[i + 1]) - sx(t.x[i]), Math.abs(y1 - y0));
+  }
+}
+
 function yRange(fig) {
   const r = fig.layout.yaxis.range;
   if (r && fig.layout.yaxis.type !== 'log') return r;
@@ -64,6 +75,10 @@ export function sketch(canvas, fig, theme) {
   for (const t of fig.data) {
     const n = t.x.length;
     if (!n) continue;
+    if (t.type === 'heatmap') {
+      cells(ctx, t, sx, sy);
+      continue;
+    }
     ctx.beginPath();
     let pen = false;
     for (let i = 0; i < n; i++) {

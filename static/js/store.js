@@ -2,9 +2,13 @@
 // batched, lazy loading of series over HTTP.
 
 import { getCatalog, getSeries } from './api.js';
+import { TwinIndex } from './normalized.js';
 import { firstStepTime, fromPayload, mergePoints } from './transforms.js';
 
 const RECENT_DELTAS = 512;
+// A normalized series' range (its badge) can move while points arrive (an observed range
+// widens, a new environment shows up): after live points it is re-read at most this often.
+export const RANGE_REFRESH_MS = 5000;
 const BATCH_IDS = 60;
 const MAX_IN_FLIGHT = 4;
 
@@ -18,6 +22,7 @@ export class RunStore {
     this.info = info;
     this.id = info.id;
     this.catalog = new Map();
+    this.twins = new TwinIndex();
     this.environments = [];
     this.seq = 0;
     this.series = new Map();
@@ -41,6 +46,7 @@ export class RunStore {
     for (const e of entries || []) {
       if (this.catalog.has(e.id)) continue;
       this.catalog.set(e.id, e);
+      this.twins.add(e);
       added.push(e);
     }
     return added;
@@ -56,6 +62,22 @@ export class RunStore {
 
   has(sid) {
     return Boolean(this.series.get(sid)?.data);
+  }
+
+  /** This run's normalized twin of a catalog entry (optionally of its `stat` sibling). */
+  twinOf(entry, stat = entry.stat) {
+    return this.twins.twinOf(entry, stat);
+  }
+
+  /** The raw series a normalized id of this run is the twin of; null for any other id. */
+  rawIdOf(sid) {
+    return this.twins.rawOf(this.catalog.get(sid));
+  }
+
+  /** Loaded, but its range may have moved since: time to read it again. */
+  rangeDue(sid, now = Date.now()) {
+    const rec = this.series.get(sid);
+    return Boolean(rec?.rangeStale) && now - rec.loadedAt >= RANGE_REFRESH_MS;
   }
 
   /**
@@ -83,8 +105,11 @@ export class RunStore {
       return true;
     }
     if (!rec || !rec.data || rec.seq >= seq) return false;
-    const n = mergePoints(rec.data, pts, this.maxPoints);
-    if (rec.range && rec.range.source === 'observed') {
+    // Categorical points are never merged pairwise (a state strip needs every step).
+    const n = mergePoints(rec.data, pts, rec.categorical ? Infinity : this.maxPoints);
+    if (rec.range?.normalized) {
+      rec.rangeStale = true; // its bounds are raw values: only the server knows them
+    } else if (rec.range && rec.range.source === 'observed') {
       for (const v of pts.value) {
         if (v === null || !Number.isFinite(v)) continue;
         if (rec.range.min === null || v < rec.range.min) rec.range.min = v;
@@ -98,9 +123,12 @@ export class RunStore {
   /** A snapshot of one series arrived (valid as of `seq`): store it and replay later deltas. */
   loaded(sid, payload, seq) {
     const data = fromPayload(payload);
-    this.series.set(sid, { data, seq, range: { ...payload.range } });
+    // The server sends a categorical series whole (strings, never downsampled).
+    const categorical = Boolean(payload.categorical || this.catalog.get(sid)?.categorical);
+    if (categorical) Object.assign(data, { bmin: null, bmax: null, downsampled: false });
+    this.series.set(sid, { data, seq, range: { ...payload.range }, loadedAt: Date.now(), categorical });
     for (const d of this.recent) {
-      if (d.seq > seq && d.points[sid]) mergePoints(data, d.points[sid], this.maxPoints);
+      if (d.seq > seq && d.points[sid]) mergePoints(data, d.points[sid], categorical ? Infinity : this.maxPoints);
     }
     this.series.get(sid).seq = Math.max(seq, this.seq);
     this.noteFirstStep(data);

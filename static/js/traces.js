@@ -1,9 +1,11 @@
 // Pure figure building: what one chart draws (Plotly traces and layout) from the series of
 // every overlaid run, the chart's own settings and the page controls. No DOM, no Plotly.
+// A normalized chart gets its runs' normalized series (already 0–1, from the server): values
+// are drawn as they come, never rescaled here.
 
 import {
-  acceptMask, alignByStep, applyLinear, ema, extent, limitIndices, normalizer, outlierBounds,
-  padRange, pick, timeAxis, timeUnit,
+  acceptMask, alignByStep, ema, extent, limitIndices, outlierBounds, padRange, pick, timeAxis,
+  timeUnit,
 } from './transforms.js';
 import { escapePlotly } from './text.js';
 
@@ -18,7 +20,7 @@ function polygon(x, lo, hi) {
   return { x: x.concat(x.slice().reverse()), y: hi.concat(lo.slice().reverse()) };
 }
 
-/** The points of one run after limits, first-step skipping and normalization. */
+/** The points of one run after limits and first-step skipping, with outliers, EMA and band. */
 export function prepareRun(run, chart, page) {
   const s = run.data;
   if (!s || s.step.length === 0) return null;
@@ -28,25 +30,20 @@ export function prepareRun(run, chart, page) {
   const first = run.firstStep ?? s.step[0];
   if (chart.ignoreFirst && idx.length && s.step[idx[0]] === first) idx = idx.slice(1);
   const d = pick(s, idx);
-  const lin = page.normalize ? normalizer(run.range) : null;
-  const y = applyLinear(d.value, lin);
-  let bmin = d.bmin && applyLinear(d.bmin, lin);
-  let bmax = d.bmax && applyLinear(d.bmax, lin);
-  if (lin && lin.scale < 0 && bmin) [bmin, bmax] = [bmax, bmin];
+  const y = d.value;
   const bounds = chart.ignoreOutliers ? outlierBounds(y) : null;
   const accept = acceptMask(y, bounds);
   const emaY = page.ema ? ema(y, page.span, accept) : null;
   let band = null;
   if (chart.band && run.std) {
     const sd = alignByStep(d.step, run.std);
-    const k = lin ? Math.abs(lin.scale) : 1;
     const keep = sd.map((v, i) => v !== null && Number.isFinite(y[i]));
     const at = (arr) => arr.filter((_, i) => keep[i]);
     band = { step: at(d.step), time: at(d.time), accept: at(accept),
-      lo: at(y.map((v, i) => v - k * (sd[i] ?? 0))), hi: at(y.map((v, i) => v + k * (sd[i] ?? 0))) };
+      lo: at(y.map((v, i) => v - (sd[i] ?? 0))), hi: at(y.map((v, i) => v + (sd[i] ?? 0))) };
   }
-  return { run, t0, step: d.step, time: d.time, y, bmin, bmax, bounds, accept, ema: emaY, band, lin,
-    downsampled: d.downsampled };
+  return { run, t0, step: d.step, time: d.time, y, bmin: d.bmin, bmax: d.bmax, bounds, accept,
+    ema: emaY, band, downsampled: d.downsampled };
 }
 
 function xOf(p, page, unit, step, time) {
@@ -88,11 +85,12 @@ function rangeValues(p) {
   return [p.y, p.ema, p.downsampled ? p.bmin : null, p.downsampled ? p.bmax : null, p.band?.lo, p.band?.hi];
 }
 
-function referenceShapes(prepared, entry, page, theme) {
+/** Declared bounds as dotted lines (raw values only), and the zero line of advantage. */
+function referenceShapes(prepared, entry, normalized, theme) {
   const shapes = [];
   const line = (y, dash) => ({ type: 'line', xref: 'paper', x0: 0, x1: 1, yref: 'y', y0: y, y1: y,
     line: { color: theme.muted, width: 1, dash }, layer: 'below' });
-  if (!page.normalize) {
+  if (!normalized) {
     const seen = new Set();
     for (const p of prepared) {
       const r = p.run.range;
@@ -105,21 +103,19 @@ function referenceShapes(prepared, entry, page, theme) {
       }
     }
   }
-  if (entry.kind === 'advantage') {
-    const lin = page.normalize ? prepared.find((p) => p.lin)?.lin : null;
-    shapes.push(line(lin ? lin.offset : 0, 'solid'));
-  }
+  if (entry.kind === 'advantage') shapes.push(line(0, 'solid'));
   return shapes;
 }
 
-function yAxisRange(prepared, chart, page, shapes) {
-  const wanted = chart.ignoreOutliers || page.normalize || chart.yMin !== null || chart.yMax !== null;
+/** A fixed y-range when something asks for one (a normalized chart always shows 0–1). */
+function yAxisRange(prepared, chart, normalized, shapes) {
+  const wanted = chart.ignoreOutliers || normalized || chart.yMin !== null || chart.yMax !== null;
   if (!wanted) return null;
   let ext = extent(...prepared.flatMap(rangeValues));
-  if (page.normalize) ext = ext ? [Math.min(0, ext[0]), Math.max(1, ext[1])] : [0, 1];
+  if (normalized) ext = ext ? [Math.min(0, ext[0]), Math.max(1, ext[1])] : [0, 1];
   if (!ext) return null;
-  if (!page.normalize && shapes.length) ext = extent(ext, shapes.map((s) => s.y0));
-  let [lo, hi] = padRange(ext, page.normalize && !chart.ignoreOutliers ? 0.03 : 0.05);
+  if (!normalized && shapes.length) ext = extent(ext, shapes.map((s) => s.y0));
+  let [lo, hi] = padRange(ext, normalized && !chart.ignoreOutliers ? 0.03 : 0.05);
   if (chart.yMin !== null) lo = chart.yMin;
   if (chart.yMax !== null) hi = chart.yMax;
   if (chart.logY) {
@@ -133,9 +129,10 @@ function yAxisRange(prepared, chart, page, shapes) {
 /**
  * The figure of one chart: {data, layout, points}. `runs`: [{id, name, color, data, std,
  * range, t0, firstStep}] (data/std are series objects or null); `chart`: per-chart settings;
- * `page`: {xaxis, ema, span, normalize, maxStep, maxTime (h)}; `zoom`: {x?, y?} user ranges.
+ * `page`: {xaxis, ema, span, maxStep, maxTime (h)}; `zoom`: {x?, y?} user ranges;
+ * `normalized`: the runs' series are normalized twins (0–1, no declared bounds drawn).
  */
-export function buildFigure({ entry, runs, chart, page, theme, zoom = null }) {
+export function buildFigure({ entry, runs, chart, page, theme, zoom = null, normalized = false }) {
   const prepared = runs.map((r) => prepareRun(r, chart, page)).filter(Boolean);
   let span = 0;
   for (const p of prepared) {
@@ -151,8 +148,8 @@ export function buildFigure({ entry, runs, chart, page, theme, zoom = null }) {
     for (const t of lineTraces(p, xOf(p, page, unit, p.step, p.time), page)) (t.fill ? fills : lines).push(t);
   }
   const data = fills.concat(lines); // every band under every line
-  const shapes = referenceShapes(prepared, entry, page, theme);
-  const yRange = zoom?.y ?? yAxisRange(prepared, chart, page, shapes);
+  const shapes = referenceShapes(prepared, entry, normalized, theme);
+  const yRange = zoom?.y ?? yAxisRange(prepared, chart, normalized, shapes);
   const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true,
     tickfont: { size: 10 } };
   const layout = {

@@ -1,5 +1,6 @@
-// Pure numeric transforms of chart data (no DOM, no Plotly): EMA, outlier bounds,
-// normalization, time axis, and merging live points into (possibly downsampled) arrays.
+// Pure numeric transforms of chart data (no DOM, no Plotly): EMA, outlier bounds, time axis,
+// and merging live points into (possibly downsampled) arrays. (Normalization is the server's:
+// see normalized.js.)
 // Tested with `node --test tests/js/`.
 
 export const SPAN_MIN = 2;
@@ -66,30 +67,6 @@ export function outlierBounds(values, k = OUTLIER_K) {
 /** true where a value is finite and inside `bounds` (null bounds accept every finite value). */
 export function acceptMask(values, bounds) {
   return values.map((v) => Number.isFinite(v) && (bounds === null || (v >= bounds.lo && v <= bounds.hi)));
-}
-
-/**
- * The linear map of normalization: (v − min)/(max − min), or (max − v)/(max − min) when the
- * range is inverted. Returns {scale, offset} with normalized = v·scale + offset, or null when
- * the range is unusable (missing bound, or max ≤ min).
- */
-export function normalizer(range) {
-  if (!range) return null;
-  const { min, max } = range;
-  if (!Number.isFinite(min) || !Number.isFinite(max) || !(max > min)) return null;
-  const span = max - min;
-  return range.invert ? { scale: -1 / span, offset: max / span } : { scale: 1 / span, offset: -min / span };
-}
-
-/** Apply a normalizer to an array (null → identity); nulls stay null. */
-export function applyLinear(values, lin) {
-  if (!lin) return values.slice();
-  return values.map((v) => (v === null || v === undefined ? v : v * lin.scale + lin.offset));
-}
-
-/** Values normalized onto [0, 1] by their effective range (declared, else observed). */
-export function normalize(values, range) {
-  return applyLinear(values, normalizer(range));
 }
 
 /** Time of the run's first step: the time of the point with the smallest step. */
@@ -198,7 +175,8 @@ export function mergePoints(s, pts, maxPoints = Infinity) {
     const time = pts.time[k];
     const i = lowerBound(s.step, step);
     const exact = i < s.step.length && s.step[i] === step;
-    if (value === null || value === undefined || !Number.isFinite(value)) {
+    // A string is a categorical value (never banded: such series are not downsampled).
+    if (value === null || value === undefined || (typeof value !== 'string' && !Number.isFinite(value))) {
       if (exact) {
         removeAt(s, i);
         changed++;

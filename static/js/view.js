@@ -31,7 +31,8 @@ export class AllView {
   add(entries) {
     const made = [];
     for (const entry of entries) {
-      if (this.charts.has(entry.id)) continue;
+      // A normalized series is not a chart of its own: Normalize switches its twin's chart.
+      if (entry.normalized || this.charts.has(entry.id)) continue;
       const place = this.placer.place(entry);
       const group = this.group(this.section(place), place);
       const chart = new Chart(entry, this.page);

@@ -125,3 +125,37 @@ test('the run\'s first step and its time anchor the time axis', () => {
   store.loaded('b', payload([2, 3], [1, 1]), 0);
   assert.deepEqual([store.firstStep, store.t0], [2, 102]);
 });
+
+test('a run finds its own normalized twins; their live points leave the range to the server', () => {
+  const store = new RunStore({ id: 1, name: 'r' });
+  const mean = { id: 'raw', kind: 'reward', key: 'reward', stat: 'mean', env: null };
+  store.addEntries([mean, { ...mean, id: 'twin', normalized: true }]);
+  assert.equal(store.twinOf(mean), 'twin');
+  assert.equal(store.rawIdOf('twin'), 'raw');
+  assert.equal(store.rawIdOf('raw'), null);
+  const range = { normalized: true, env: 'c', min: 0, max: 2, source: 'observed', invert: false };
+  store.loaded('twin', { ...payload([0], [0.5]), range }, 0);
+  assert.equal(store.rangeDue('twin'), false);
+  store.applyDelta({ run: 1, from_seq: 0, seq: 1, series: [],
+    points: { twin: { step: [1], time: [1], value: [0.9] } } });
+  const rec = store.series.get('twin');
+  assert.deepEqual([rec.range.min, rec.range.max], [0, 2]); // raw bounds, not 0.5..0.9
+  assert.equal(rec.rangeStale, true);
+  assert.equal(store.rangeDue('twin', rec.loadedAt + 1000), false);
+  assert.equal(store.rangeDue('twin', rec.loadedAt + 5000), true);
+});
+
+test('a categorical series keeps every string point, live, past the run\'s max points', () => {
+  const store = new RunStore({ id: 1, name: 'r' });
+  store.maxPoints = 2;
+  store.addEntries([{ id: 'cat', kind: 'step', key: 'optim/outcome', categorical: true }]);
+  store.loaded('cat', { step: [0, 1], time: [0, 1], value: ['applied', 'skipped'], downsampled: false,
+    bucket_min: [0, 1], bucket_max: [0, 1], range: {} }, 0);
+  const steps = [2, 3, 4, 5, 6];
+  store.applyDelta({ run: 1, from_seq: 0, seq: 1, series: [],
+    points: { cat: { step: steps, time: steps, value: steps.map((s) => (s % 2 ? 'nan_grad' : 'applied')) } } });
+  const data = store.series.get('cat').data;
+  assert.deepEqual(data.step, [0, 1, 2, 3, 4, 5, 6]);
+  assert.deepEqual(data.value, ['applied', 'skipped', 'applied', 'nan_grad', 'applied', 'nan_grad', 'applied']);
+  assert.equal(data.bmin, null);
+});

@@ -1,4 +1,4 @@
-// What one chart draws (static/js/traces.js): overlay, EMA, outliers, normalization, bands.
+// What one chart draws (static/js/traces.js): overlay, EMA, outliers, normalized charts, bands.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -53,18 +53,25 @@ test('ignore first step drops the run\'s first step only', () => {
   assert.deepEqual(role(fig2, 'raw').x, [3, 4]);
 });
 
-test('normalize maps declared ranges onto [0, 1] and drops the reference lines', () => {
+test('a normalized chart draws its series as they are, on 0–1, without the declared lines', () => {
   const r = run(1, [0, 1, 2], { range: { min: 0, max: 2, source: 'declared', invert: false } });
-  const raw = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page(), theme });
+  const e = entry({ kind: 'reward', stat: 'mean' });
+  const raw = buildFigure({ entry: e, runs: [r], chart: chart(), page: page(), theme });
   assert.deepEqual(raw.layout.shapes.map((s) => s.y0), [0, 2]);
-  const norm = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page({ normalize: true }), theme });
-  assert.deepEqual(role(norm, 'raw').y, [0, 0.5, 1]);
+  const twin = run(1, [0, 0.25, 0.75], { range: { normalized: true, min: 0, max: 2, source: 'declared', invert: false } });
+  const norm = buildFigure({ entry: e, runs: [twin], chart: chart(), page: page(), theme, normalized: true });
+  assert.deepEqual(role(norm, 'raw').y, [0, 0.25, 0.75]); // never rescaled on the client
   assert.equal(norm.layout.shapes.length, 0);
   const [lo, hi] = norm.layout.yaxis.range;
   assert.ok(lo <= 0 && hi >= 1);
-  const inv = buildFigure({ entry: entry(), runs: [run(1, [0, 2], { range: { min: 0, max: 2, source: 'declared', invert: true } })],
-    chart: chart(), page: page({ normalize: true }), theme });
-  assert.deepEqual(role(inv, 'raw').y, [1, 0]);
+});
+
+test('the page toggle alone changes nothing: a raw chart stays raw', () => {
+  const r = run(1, [3, 5, 4], { range: { min: 3, max: 5, source: 'observed' } });
+  const off = buildFigure({ entry: entry(), runs: [r], chart: chart(), page: page(), theme });
+  const on = buildFigure({ entry: entry(), runs: [r], chart: chart(), page: page({ normalize: true }), theme });
+  assert.deepEqual(role(on, 'raw').y, [3, 5, 4]);
+  assert.deepEqual(on.layout.yaxis, off.layout.yaxis);
 });
 
 test('the time axis counts from the end of the first step, in a readable unit', () => {
@@ -84,15 +91,13 @@ test('max step and max time (hours) limit the points', () => {
   assert.deepEqual(role(fig2, 'raw').x, [0, 1, 2]);
 });
 
-test('mean ± std band from the std series, scaled when normalized', () => {
+test('mean ± std band from the std series', () => {
   const r = run(1, [1, 2], { std: series([0.5, 1]), range: { min: 0, max: 4, source: 'declared' } });
   const fig = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page(), theme });
   const band = role(fig, 'band');
   assert.deepEqual(band.y, [1.5, 3, 1, 0.5]);
   assert.equal(band.fill, 'toself');
   assert.equal(fig.data[0].meta.role, 'band'); // bands under lines
-  const norm = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart(), page: page({ normalize: true }), theme });
-  assert.deepEqual(role(norm, 'band').y, [0.375, 0.75, 0.25, 0.125]);
   const off = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [r], chart: chart({ band: false }), page: page(), theme });
   assert.equal(role(off, 'band'), undefined);
 });

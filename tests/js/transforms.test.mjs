@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 
 import {
   acceptMask, alignByStep, clampSpan, compact, ema, emaAlpha, extent, firstStepTime, fromPayload,
-  limitIndices, lowerBound, mergePoints, normalize, normalizer, outlierBounds, padRange, quantile,
+  limitIndices, lowerBound, mergePoints, outlierBounds, padRange, quantile,
   spliceDetail, timeAxis, timeUnit,
 } from '../../static/js/transforms.js';
 
@@ -49,14 +49,6 @@ test('outlier bounds are Q1 - 6 IQR and Q3 + 6 IQR, and need four values', () =>
   const values = [1, 1.1, 0.9, 1.05, 0.95, 50];
   const mask = acceptMask(values, outlierBounds(values));
   assert.deepEqual(mask, [true, true, true, true, true, false]);
-});
-
-test('normalize maps the range onto [0, 1], reversed when inverted', () => {
-  assert.deepEqual(normalize([0, 1, 2], { min: 0, max: 2 }), [0, 0.5, 1]);
-  assert.deepEqual(normalize([0, 1, 2], { min: 0, max: 2, invert: true }), [1, 0.5, 0]);
-  assert.equal(normalizer({ min: 1, max: 1 }), null);
-  assert.equal(normalizer({ min: null, max: 1 }), null);
-  assert.deepEqual(normalize([3], { min: 1, max: 1 }), [3]);
 });
 
 test('time axis counts from the end of the first step', () => {
