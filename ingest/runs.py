@@ -144,10 +144,10 @@ def _create(project_id: int, wire_name: str, *, adopt: bool) -> tuple[int, bool]
     raise RuntimeError(f"no free run name for {wire_name!r}")
 
 
-# Distinct, readable on light and dark backgrounds (Tableau 10, then 10 more).
+# 16 colours, distinct and readable on light and dark backgrounds (Tableau 10, then 6 more).
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-           "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#ff7f0e")
+           "#17becf", "#bcbd22")
 
 
 def _free_color(project_id: int) -> str:
