@@ -47,9 +47,14 @@ def hover_text(pg, at_step: float, row: int = 0) -> tuple[str, str]:
         return {x: r.left + fl._size.l + fl.xaxis.l2p(x),
                 y: r.top + fl._size.t + fl.yaxis.l2p(row)}; }""",
         [OUTCOME, at_step, row])
-    pg.mouse.move(box["x"], box["y"])
     tip = f"[data-series-id='{OUTCOME}'] .hoverlayer .hovertext"
-    pg.wait_for_selector(tip)
+    before = pg.text_content(f"{tip} text.nums") if pg.query_selector(tip) else None
+    pg.mouse.move(box["x"], box["y"])
+    # Plotly redraws the label on its next hover event: wait for it to change (a loaded
+    # machine may still show the previous one for a while).
+    pg.wait_for_function("""([sel, before]) => { const t = document.querySelector(sel);
+        return t && t.textContent !== before; }""", arg=[f"{tip} text.nums", before],
+        timeout=10_000)
     return pg.text_content(f"{tip} text.nums") or "", pg.text_content(f"{tip} text.name") or ""
 
 

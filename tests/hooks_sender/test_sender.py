@@ -369,15 +369,17 @@ class ScriptedServer:
 
 
 def test_messages_are_pipelined_within_the_in_flight_bound(tmp_path: Path) -> None:
-    with ScriptedServer(lambda m, n: "ack", ack_delay=0.02) as server:
-        c = connect(server.url, "tok", "r", spool_dir=tmp_path, max_in_flight=8)
+    # Acks take 0.3 s while steps are logged for ~0.5 s: the sender (one frame per pump pass,
+    # every 50 ms) must have several frames out at once, and never more than max_in_flight.
+    with ScriptedServer(lambda m, n: "ack", ack_delay=0.3) as server:
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path, max_in_flight=3)
         for step in range(100):
             c.log_step(step, {"a": float(step)})
-            time.sleep(0.002)  # spread out, so they do not all share one batch frame
-        assert c.flush(20)
-        assert c.close(5)
+            time.sleep(0.005)
+        assert c.flush(30)
+        assert c.close(10)
     assert server.max_outstanding > 1  # did not wait for each ack
-    assert server.max_outstanding <= 8
+    assert server.max_outstanding <= 3
     assert [m["step"] for m in server.received] == list(range(100))
 
 
