@@ -4,7 +4,7 @@
 /** Derived and fixed sections, in page order after General and the trainer's own sections. */
 export const FIXED_SECTIONS = [
   'Reward', 'Sample metrics', 'Advantage', 'Groups', 'Rollouts', 'Discarded rollouts',
-  'Timeline', 'Ranges',
+  'Timeline', 'Ranges', 'Data quality',
 ];
 
 const STAT_ORDER = ['mean', 'std', 'min', 'max', 'gini_mean', 'count'];
@@ -80,6 +80,13 @@ export class Placer {
     this.sectionsSeen = new Map();
     this.groupsSeen = new Map();
     this.arrival = 0;
+  }
+
+  /** Only the section of an entry (a section shown before any chart of it, e.g. a flag). */
+  placeSection(entry) {
+    const sk = sectionKey(entry);
+    if (!this.sectionsSeen.has(sk)) this.sectionsSeen.set(sk, this.sectionsSeen.size);
+    return { sectionKey: sk, sectionTitle: entry.section, sectionRank: sectionRank(sk, this.sectionsSeen.get(sk)) };
   }
 
   place(entry) {

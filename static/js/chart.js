@@ -3,7 +3,11 @@
 
 import { getSeries, MAX_POINTS_LIMIT } from './api.js';
 import { download, h, icon } from './dom.js';
+import { EVERY_ENV, familyTitle, selectMembers, TWINNED_STATS } from './compose.js';
+import { buildComposedFigure } from './composed.js';
+import { legendParts, legendSignature } from './legend.js';
 import { chartBadge, normalizes } from './normalized.js';
+import { describe, tooltip } from './registry.js';
 import { escapePlotly, safeFilename, toCSV } from './text.js';
 import { sketch } from './sketch.js';
 import { buildStateFigure } from './states.js';
@@ -20,11 +24,15 @@ export class Chart {
    * `page` supplies: runs (RunStores, primary first, each with .info.name and .color), loader,
    * scheduler, prefs (ChartPrefs), settings (page controls), theme(), stdIdFor(entry).
    */
-  constructor(entry, page) {
+  constructor(entry, page, family = null) {
     this.entry = entry;
     this.id = entry.id;
     this.page = page;
+    // A composed chart (All view) draws every series of its compose.familyKey, each run's own;
+    // the Custom view's charts draw their one series.
+    this.family = family;
     this.settings = page.prefs.get(entry);
+    if (family) Object.assign(this.settings, { envelope: true, env: EVERY_ENV });
     this.near = false;
     this.inView = false;
     this.rendered = false;
@@ -37,10 +45,15 @@ export class Chart {
 
   build() {
     const e = this.entry;
-    const label = e.label || e.key;
+    const label = this.family ? familyTitle(e) : e.label || e.key;
     // A categorical key is a state strip: no EMA, outliers, log y or band, so no settings.
     this.categorical = Boolean(e.categorical);
-    this.title = h('h4', { class: 'chart-title', title: e.kind === 'step' ? e.key : `${e.key} · ${e.stat ?? ''}` }, label);
+    // A registered step key gets its human title and a "?" with what it means; others keep the key.
+    const info = e.kind === 'step' ? describe(e.key) : null;
+    this.title = h('h4', { class: 'chart-title', title: e.kind === 'step' ? e.key : `${e.key} · ${e.stat ?? ''}` },
+      info ? info.title : label);
+    const help = info ? h('span', { class: 'chart-help', tabindex: '0', role: 'img', title: tooltip(e.key, info),
+      'aria-label': `About ${info.title}: ${info.description}`, dataset: { help: e.key } }, '?') : null;
     this.settingsBtn = h('button', { type: 'button', class: 'tool', 'aria-expanded': 'false',
       'aria-label': `Settings of ${label}`, title: 'Chart settings', onclick: () => this.toggleSettings() }, icon('gear'));
     const tools = h('div', { class: 'chart-tools' },
@@ -60,8 +73,10 @@ export class Chart {
     // Its own line under the header: a per-env range list is long, the title keeps its room.
     this.badge = h('span', { class: 'badge range-badge', dataset: { rangeBadge: '' }, hidden: true });
     this.note = h('p', { class: 'chart-note' });
-    this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, tools),
-      this.badge, this.plot, this.legend, this.note);
+    // The legend of a composed chart: toggles of its band and envelope, its environment filter.
+    this.legendBar = this.family && !this.categorical ? h('div', { class: 'chart-legend', dataset: { chartLegend: '' } }) : null;
+    this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, help, tools),
+      this.badge, this.legendBar, this.plot, this.legend, this.note);
     this.el.chart = this;
     this.el.addEventListener('fullscreenchange', () => this.rendered && window.Plotly.Plots.resize(this.plot));
     this.updateNote(null);
@@ -85,7 +100,7 @@ export class Chart {
       value: s[name] ?? '', class: 'num' }));
     this.form = h('form', { class: 'chart-settings', id, hidden: true },
       box('ignoreOutliers', 'Ignore outliers'), box('ignoreFirst', 'Ignore first step'), box('logY', 'Log y'),
-      this.page.stdIdFor(this.entry) ? box('band', '± std band') : null,
+      !this.family && this.page.stdIdFor(this.entry) ? box('band', '± std band') : null,
       num('yMin', 'y min'), num('yMax', 'y max'));
     this.form.addEventListener('submit', (ev) => ev.preventDefault());
     this.form.addEventListener('change', () => this.readSettings());
@@ -115,7 +130,8 @@ export class Chart {
 
   /** Whether this chart shows normalized series now: the page toggle, ranged charts only. */
   normalized() {
-    return Boolean(this.page.settings.normalize) && normalizes(this.entry);
+    return Boolean(this.page.settings.normalize) && normalizes(this.entry)
+      && (!this.family || TWINNED_STATS.has(this.entry.stat));
   }
 
   /**
@@ -123,14 +139,67 @@ export class Chart {
    * Normalized: that run's own twins (null until its catalog lists them).
    */
   idsFor(store) {
+    if (this.family) {
+      const members = this.members(store);
+      const e = this.entry;
+      const main = members.find((m) => m.role === 'line' && m.entry.stat === e.stat && (m.entry.env ?? null) === (e.env ?? null))
+        ?? members.find((m) => m.role === 'line') ?? members[0];
+      return { main: main?.sid ?? null, std: null };
+    }
     const band = this.settings.band ? this.page.stdIdFor(this.entry) : null;
     if (!this.normalized()) return { main: this.id, std: band };
     return { main: store.twinOf(this.entry), std: band ? store.twinOf(this.entry, 'std') : null };
   }
 
   ids(store) {
+    if (this.family) return this.members(store).map((m) => m.sid);
     const { main, std } = this.idsFor(store);
     return [main, std].filter(Boolean);
+  }
+
+  // ------------------------------------------------------------ composed charts
+
+  /** Every run's entries of this chart (for the legend's choices). */
+  familyEntries() {
+    return this.page.runs.flatMap((store) => store.families.get(this.family) || []);
+  }
+
+  /** What this chart draws from one run: [{entry, role, sid}], normalized twins when on. */
+  members(store) {
+    const chosen = selectMembers(store.families.get(this.family) || [], this.settings);
+    const norm = this.normalized();
+    const out = [];
+    for (const m of chosen) {
+      const sid = norm ? store.twinOf(m.entry) : m.entry.id;
+      if (sid) out.push({ ...m, sid });
+    }
+    return out;
+  }
+
+  /** The entry naming this chart changed (a better primary arrived): same card, new identity. */
+  setPrimary(entry) {
+    this.entry = entry;
+    this.id = entry.id;
+    this.plot.dataset.seriesId = entry.id;
+    this.title.textContent = familyTitle(entry);
+  }
+
+  /** Rebuild the legend when the chart's statistics or environments change. */
+  refreshLegend() {
+    if (!this.legendBar) return;
+    const entries = this.familyEntries();
+    const sig = legendSignature(entries);
+    if (sig === this.legendSig) return;
+    this.legendSig = sig;
+    this.legendBar.replaceChildren(...legendParts(entries, this.settings, familyTitle(this.entry),
+      (name, value) => this.setOption(name, value)));
+  }
+
+  setOption(name, value) {
+    this.settings[name] = value;
+    if (name === 'band') this.page.prefs.set(this.entry, this.settings);
+    this.ensureData();
+    this.invalidate();
   }
 
   ensureData() {
@@ -164,6 +233,16 @@ export class Chart {
   }
 
   figure() {
+    if (this.family && !this.categorical) {
+      const runs = this.page.runs.map((store) => ({
+        id: store.id, name: store.info.name, color: store.color, t0: store.t0, firstStep: store.firstStep,
+        range: (() => { const { main } = this.idsFor(store); return main ? store.series.get(main)?.range ?? null : null; })(),
+        members: this.members(store).map((m) => ({ ...m, data: this.dataFor(store, m.sid) })),
+      }));
+      const envs = [...new Set(this.familyEntries().map((e) => e.env).filter((e) => e !== null && e !== undefined))].sort();
+      return buildComposedFigure({ primary: this.entry, envs, runs, chart: this.settings, page: this.page.settings,
+        theme: this.page.theme(), zoom: this.zoom, normalized: this.normalized() });
+    }
     const runs = this.page.runs.map((store) => {
       const { main, std } = this.idsFor(store);
       return {
@@ -188,6 +267,7 @@ export class Chart {
 
   invalidate() {
     if (!this.near) return;
+    this.refreshLegend();
     this.ensureData();
     this.page.scheduler.request(this);
   }
@@ -319,6 +399,7 @@ export class Chart {
   }
 
   async exportCSV() {
+    if (this.family && this.page.runs.some((store) => this.members(store).length > 1)) return this.exportComposedCSV();
     const rows = [];
     for (const store of this.page.runs) {
       const sid = this.idsFor(store).main; // what the chart shows: normalized or raw
@@ -331,6 +412,26 @@ export class Chart {
     const csv = toCSV(['run', 'step', 'time', 'value'], rows);
     const e = this.entry;
     const name = [e.key, e.stat, e.env, this.normalized() ? 'normalized' : null].filter(Boolean).join('_');
+    download(new Blob([csv], { type: 'text/csv' }), safeFilename(name, 'csv'));
+  }
+
+  /** Every series a composed chart draws, one row per point, named by env and statistic. */
+  async exportComposedCSV() {
+    const rows = [];
+    for (const store of this.page.runs) {
+      const members = this.members(store);
+      if (!members.length) continue;
+      const body = await getSeries(store.id, members.map((m) => m.sid), { maxPoints: MAX_POINTS_LIMIT });
+      for (const m of members) {
+        const s = body.series[m.sid];
+        if (!s) continue;
+        for (let i = 0; i < s.step.length; i++) {
+          rows.push([store.info.name, m.entry.env ?? '', m.entry.stat ?? '', s.step[i], s.time[i], s.value[i]]);
+        }
+      }
+    }
+    const csv = toCSV(['run', 'env', 'stat', 'step', 'time', 'value'], rows);
+    const name = [this.entry.key, this.normalized() ? 'normalized' : null].filter(Boolean).join('_');
     download(new Blob([csv], { type: 'text/csv' }), safeFilename(name, 'csv'));
   }
 

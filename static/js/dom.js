@@ -78,12 +78,15 @@ export function themeColors() {
     font: v('--font-sans') || 'system-ui, sans-serif' };
 }
 
-/** Default colours for runs that have none yet (Tableau 10). */
-export const PALETTE = ['#4c78a8', '#f58518', '#54a24b', '#e45756', '#72b7b2', '#eeca3b',
-  '#b279a2', '#ff9da6', '#9d755d', '#7f7f7f'];
+/**
+ * A run's colour: the one the server stored for it (assigned at creation, distinct within its
+ * project, changeable with PATCH). Ids say nothing about colours (they jump), so a run without
+ * a stored colour (an older server) is drawn in a neutral grey rather than one guessed from it.
+ */
+export const NO_COLOR = '#7f7f7f';
 
 export function runColor(run) {
-  return /^#[0-9a-f]{6}$/i.test(run.color || '') ? run.color : PALETTE[(Number(run.id) - 1 + PALETTE.length) % PALETTE.length];
+  return /^#[0-9a-f]{6}$/i.test(run.color || '') ? run.color.toLowerCase() : NO_COLOR;
 }
 
 /** Copyable code block: a <pre> with a Copy button. */

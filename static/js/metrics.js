@@ -216,7 +216,9 @@ class MetricsPage {
 
   /** Redraw the charts that draw raw series `sid`: its own and, for a std, its mean's band. */
   invalidateSeries(sid) {
-    this.view.charts.get(sid)?.invalidate();
+    const chart = this.view.chartFor?.(sid) ?? this.view.charts.get(sid);
+    chart?.invalidate();
+    if (chart?.quality) this.view.refreshQualitySoon();
     const owner = this.bandOwner.get(sid);
     if (owner) this.view.charts.get(owner)?.invalidate();
   }
@@ -297,6 +299,7 @@ class MetricsPage {
     store.clearSeries();
     for (const c of this.view.charts.values()) c.detail.delete(store.id);
     this.addEntries(await store.loadCatalog());
+    this.view.watchQuality?.(); // its counters were forgotten with the series: read them again
     this.live.subscribe(store.id);
     this.view.invalidateAll();
   }

@@ -2,6 +2,7 @@
 // batched, lazy loading of series over HTTP.
 
 import { getCatalog, getSeries } from './api.js';
+import { familyKey } from './compose.js';
 import { TwinIndex } from './normalized.js';
 import { firstStepTime, fromPayload, mergePoints } from './transforms.js';
 
@@ -23,6 +24,7 @@ export class RunStore {
     this.id = info.id;
     this.catalog = new Map();
     this.twins = new TwinIndex();
+    this.families = new Map(); // compose.familyKey -> this run's raw entries of that chart
     this.environments = [];
     this.seq = 0;
     this.series = new Map();
@@ -47,6 +49,11 @@ export class RunStore {
       if (this.catalog.has(e.id)) continue;
       this.catalog.set(e.id, e);
       this.twins.add(e);
+      if (!e.normalized) {
+        const fk = familyKey(e);
+        if (!this.families.has(fk)) this.families.set(fk, []);
+        this.families.get(fk).push(e);
+      }
       added.push(e);
     }
     return added;

@@ -16,7 +16,7 @@ export function withAlpha(hex, alpha) {
   return `rgba(${parseInt(m[1], 16)},${parseInt(m[2], 16)},${parseInt(m[3], 16)},${alpha})`;
 }
 
-function polygon(x, lo, hi) {
+export function polygon(x, lo, hi) {
   return { x: x.concat(x.slice().reverse()), y: hi.concat(lo.slice().reverse()) };
 }
 
@@ -46,11 +46,11 @@ export function prepareRun(run, chart, page) {
     ema: emaY, band, downsampled: d.downsampled };
 }
 
-function xOf(p, page, unit, step, time) {
+export function xOf(p, page, unit, step, time) {
   return page.xaxis === 'time' ? timeAxis(time, p.t0, unit) : step;
 }
 
-function lineTraces(p, x, page) {
+export function lineTraces(p, x, page) {
   const name = escapePlotly(p.run.name);
   const color = p.run.color;
   const out = [];
@@ -86,7 +86,7 @@ function rangeValues(p) {
 }
 
 /** Declared bounds as dotted lines (raw values only), and the zero line of advantage. */
-function referenceShapes(prepared, entry, normalized, theme) {
+export function referenceShapes(prepared, entry, normalized, theme) {
   const shapes = [];
   const line = (y, dash) => ({ type: 'line', xref: 'paper', x0: 0, x1: 1, yref: 'y', y0: y, y1: y,
     line: { color: theme.muted, width: 1, dash }, layer: 'below' });
@@ -108,7 +108,7 @@ function referenceShapes(prepared, entry, normalized, theme) {
 }
 
 /** A fixed y-range when something asks for one (a normalized chart always shows 0–1). */
-function yAxisRange(prepared, chart, normalized, shapes) {
+export function yAxisRange(prepared, chart, normalized, shapes) {
   const wanted = chart.ignoreOutliers || normalized || chart.yMin !== null || chart.yMax !== null;
   if (!wanted) return null;
   let ext = extent(...prepared.flatMap(rangeValues));
@@ -124,6 +124,27 @@ function yAxisRange(prepared, chart, normalized, shapes) {
     return [Math.log10(lo), Math.log10(hi)];
   }
   return hi > lo ? [lo, hi] : null;
+}
+
+/** The layout every line chart shares (axes, theme, hover), with its y-range and shapes. */
+export function baseLayout({ chart, page, theme, unit, yRange, zoom, shapes }) {
+  const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true,
+    tickfont: { size: 10 } };
+  return {
+    margin: { l: 44, r: 10, t: 6, b: 24 },
+    autosize: true,
+    paper_bgcolor: 'rgba(0,0,0,0)',
+    plot_bgcolor: 'rgba(0,0,0,0)',
+    font: { color: theme.fg, size: 11, family: theme.font },
+    showlegend: false,
+    hovermode: 'x unified',
+    hoverlabel: { bgcolor: theme.bg, bordercolor: theme.grid, font: { color: theme.fg } },
+    xaxis: { ...axis, ticksuffix: page.xaxis === 'time' ? ` ${unit.unit}` : '',
+      ...(zoom?.x ? { range: zoom.x, autorange: false } : { autorange: true }) },
+    yaxis: { ...axis, type: chart.logY ? 'log' : 'linear', exponentformat: 'SI',
+      ...(yRange ? { range: yRange, autorange: false } : { autorange: true }) },
+    shapes,
+  };
 }
 
 /**
@@ -150,22 +171,6 @@ export function buildFigure({ entry, runs, chart, page, theme, zoom = null, norm
   const data = fills.concat(lines); // every band under every line
   const shapes = referenceShapes(prepared, entry, normalized, theme);
   const yRange = zoom?.y ?? yAxisRange(prepared, chart, normalized, shapes);
-  const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true,
-    tickfont: { size: 10 } };
-  const layout = {
-    margin: { l: 44, r: 10, t: 6, b: 24 },
-    autosize: true,
-    paper_bgcolor: 'rgba(0,0,0,0)',
-    plot_bgcolor: 'rgba(0,0,0,0)',
-    font: { color: theme.fg, size: 11, family: theme.font },
-    showlegend: false,
-    hovermode: 'x unified',
-    hoverlabel: { bgcolor: theme.bg, bordercolor: theme.grid, font: { color: theme.fg } },
-    xaxis: { ...axis, ticksuffix: page.xaxis === 'time' ? ` ${unit.unit}` : '',
-      ...(zoom?.x ? { range: zoom.x, autorange: false } : { autorange: true }) },
-    yaxis: { ...axis, type: chart.logY ? 'log' : 'linear', exponentformat: 'SI',
-      ...(yRange ? { range: yRange, autorange: false } : { autorange: true }) },
-    shapes,
-  };
+  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
   return { data, layout, points, unit, prepared };
 }

@@ -3,6 +3,7 @@
 
 import { compareRanks, Placer } from './catalog.js';
 import { Chart } from './chart.js';
+import { anyNonZero, familyKey, isQuality, primaryOf, QUALITY_SECTION } from './compose.js';
 import { h } from './dom.js';
 import { loadCollapsed, saveCollapsed } from './prefs.js';
 
@@ -21,27 +22,57 @@ export class AllView {
     this.placer = new Placer();
     this.sections = [];
     this.sectionByKey = new Map();
-    this.charts = new Map();
+    this.charts = new Map(); // primary series id -> Chart
+    this.families = new Map(); // compose.familyKey -> Chart
+    this.bySeries = new Map(); // any raw series id a chart draws -> Chart
+    this.quality = new Set(); // the Data quality section's charts
     this.collapsed = loadCollapsed();
     this.filter = { test: () => true };
     this.order = 0;
   }
 
-  /** Add charts for new catalog entries (any run); returns the new Chart objects. */
+  /**
+   * Add catalog entries (any run): an entry joins its metric's chart (compose.familyKey) or
+   * starts one. Returns the new Chart objects.
+   */
   add(entries) {
     const made = [];
+    let shown = false; // a hidden chart found by the search through a new series of it
     for (const entry of entries) {
       // A normalized series is not a chart of its own: Normalize switches its twin's chart.
-      if (entry.normalized || this.charts.has(entry.id)) continue;
-      const place = this.placer.place(entry);
+      if (entry.normalized || this.bySeries.has(entry.id)) continue;
+      const fk = familyKey(entry);
+      const have = this.families.get(fk);
+      if (have) {
+        this.bySeries.set(entry.id, have);
+        if (primaryOf([have.entry, entry]) === entry) this.rekey(have, entry);
+        if (have.near) have.invalidate();
+        if (have.el.hidden && this.matches(have)) {
+          have.el.hidden = false;
+          shown = true;
+        }
+        continue;
+      }
+      const quality = isQuality(entry);
+      // Environments share the chart, so groups are never split by env; a derived section's
+      // group was its metric's statistics, now one chart: the section is one grid instead.
+      const where = quality ? { ...entry, env: null, section: QUALITY_SECTION, group: entry.section }
+        : { ...entry, env: null, group: entry.kind === 'step' ? entry.group : null };
+      const place = this.placer.place(where);
       const group = this.group(this.section(place), place);
-      const chart = new Chart(entry, this.page);
+      const chart = new Chart(entry, this.page, fk);
       chart.place = place;
+      chart.quality = quality;
       this.charts.set(entry.id, chart);
+      this.families.set(fk, chart);
+      this.bySeries.set(entry.id, chart);
+      if (quality) this.quality.add(chart);
       insertSorted(group.grid, group.charts, { rank: place.chartRank, el: chart.el, chart });
-      chart.el.hidden = !this.filter.test(entry);
+      chart.el.hidden = !this.matches(chart);
       made.push(chart);
     }
+    if (entries.some((e) => !e.normalized && (isQuality(e) || e.nonfinite > 0))) this.watchQuality();
+    if (shown && !made.length) this.refreshCounts();
     if (made.length) {
       this.renumber();
       this.refreshCounts();
@@ -50,18 +81,98 @@ export class AllView {
     return made;
   }
 
+  /**
+   * A search finds a chart by any series it draws (`std`, an environment's name, a
+   * statistic) or by its title (the registry's human one included).
+   */
+  matches(chart) {
+    const f = this.filter;
+    const title = chart.title.textContent;
+    if (f.test(chart.entry) || f.test({ key: title, label: title })) return true;
+    return chart.familyEntries().some((e) => f.test(e));
+  }
+
+  /** The chart that draws raw series `sid` (null when none). */
+  chartFor(sid) {
+    return this.bySeries.get(sid) ?? null;
+  }
+
+  rekey(chart, entry) {
+    this.charts.delete(chart.id);
+    chart.setPrimary(entry);
+    this.charts.set(entry.id, chart);
+  }
+
+  // ------------------------------------------------------------ data quality
+
+  /**
+   * The Data quality section is collapsed, so its charts never load on their own: its series
+   * are loaded here (a few small ones) to flag, in its header, any counter that is not zero.
+   */
+  watchQuality() {
+    for (const chart of this.quality) {
+      for (const store of this.page.runs) {
+        for (const e of store.families.get(chart.family) || []) {
+          if (store.series.has(e.id) || this.page.loader.isPending(store, e.id)) continue;
+          this.page.loader.request(store, e.id, false).then(() => this.refreshQualitySoon());
+        }
+      }
+    }
+    this.refreshQualitySoon();
+  }
+
+  refreshQualitySoon() {
+    if (this.qualityTimer) return;
+    this.qualityTimer = setTimeout(() => { this.qualityTimer = null; this.refreshQuality(); }, 50);
+  }
+
+  /** Name every non-zero counter (and every step key with dropped values) in the header. */
+  refreshQuality() {
+    const bad = [];
+    for (const chart of this.quality) {
+      const hit = this.page.runs.some((store) => (store.families.get(chart.family) || [])
+        .some((e) => anyNonZero(store.series.get(e.id)?.data?.value)));
+      if (hit) bad.push(chart.title.textContent);
+      chart.el.classList.toggle('quality-bad', hit);
+    }
+    for (const store of this.page.runs) {
+      for (const e of store.catalog.values()) {
+        if (e.kind === 'step' && e.nonfinite > 0) bad.push(`${e.key}: ${e.nonfinite} non-finite`);
+      }
+    }
+    let sec = this.sectionByKey.get(`fixed:${QUALITY_SECTION}`);
+    if (!sec && bad.length) sec = this.section(this.placer.placeSection({ kind: 'quality', section: QUALITY_SECTION }));
+    if (!sec) return;
+    const flag = sec.flag;
+    const names = [...new Set(bad)];
+    flag.hidden = names.length === 0;
+    flag.textContent = names.length ? `\u26a0 ${names.length} not zero` : '';
+    flag.title = names.join('\n');
+    sec.el.classList.toggle('flagged', names.length > 0);
+    if (sec.list) {
+      const steps = names.filter((n) => n.endsWith(' non-finite'));
+      sec.list.hidden = steps.length === 0;
+      sec.list.replaceChildren(...steps.map((n) => h('li', {}, `${n} value(s) dropped`)));
+    }
+    this.refreshCounts();
+  }
+
   section(place) {
     let sec = this.sectionByKey.get(place.sectionKey);
     if (sec) return sec;
     const key = place.sectionKey;
-    const open = !this.collapsed.has(key);
+    const open = this.isOpen(key);
     const bodyId = `sec-${this.sectionByKey.size + 1}`;
     const toggle = h('button', { type: 'button', class: 'section-toggle', 'aria-expanded': String(open),
       'aria-controls': bodyId }, h('span', { class: 'caret', 'aria-hidden': 'true' }),
     h('span', { class: 'section-title' }, place.sectionTitle), h('span', { class: 'count' }));
-    const body = h('div', { class: 'section-body', id: bodyId, hidden: !open });
+    const quality = key === `fixed:${QUALITY_SECTION}`;
+    const flag = quality ? h('span', { class: 'badge quality-flag', dataset: { qualityFlag: '' }, hidden: true }) : null;
+    if (flag) toggle.append(flag);
+    const list = quality ? h('ul', { class: 'quality-list', hidden: true }) : null;
+    const body = h('div', { class: 'section-body', id: bodyId, hidden: !open }, list);
     const el = h('section', { class: 'section', dataset: { section: key } }, h('h2', {}, toggle), body);
-    sec = { key, rank: place.sectionRank, el, body, toggle, groups: [], groupByKey: new Map() };
+    sec = { key, rank: place.sectionRank, el, body, toggle, flag, list, groups: [], groupByKey: new Map() };
     toggle.addEventListener('click', () => this.setOpen(sec, toggle.getAttribute('aria-expanded') !== 'true'));
     this.sectionByKey.set(key, sec);
     insertSorted(this.root, this.sections, sec);
@@ -82,9 +193,15 @@ export class AllView {
   setOpen(sec, open) {
     sec.toggle.setAttribute('aria-expanded', String(open));
     sec.body.hidden = !open;
-    if (open) this.collapsed.delete(sec.key);
-    else this.collapsed.add(sec.key);
+    // Data quality opens on request only: what is remembered for it is being open.
+    const mark = sec.key === `fixed:${QUALITY_SECTION}` ? `open:${sec.key}` : sec.key;
+    if (open === (mark !== sec.key)) this.collapsed.add(mark);
+    else this.collapsed.delete(mark);
     saveCollapsed(this.collapsed);
+  }
+
+  isOpen(key) {
+    return key === `fixed:${QUALITY_SECTION}` ? this.collapsed.has(`open:${key}`) : !this.collapsed.has(key);
   }
 
   /** Page order of every chart (the draw queue's tie-breaker). */
@@ -98,7 +215,7 @@ export class AllView {
   /** Show only charts matching the search; hide groups and sections left empty. */
   setFilter(filter) {
     this.filter = filter;
-    for (const chart of this.charts.values()) chart.el.hidden = !filter.test(chart.entry);
+    for (const chart of this.charts.values()) chart.el.hidden = !this.matches(chart);
     this.refreshCounts();
   }
 
@@ -110,7 +227,7 @@ export class AllView {
         g.el.hidden = n === 0;
         shown += n;
       }
-      sec.el.hidden = shown === 0;
+      sec.el.hidden = shown === 0 && !(sec.flag && !sec.flag.hidden);
       sec.toggle.querySelector('.count').textContent = String(shown);
     }
   }

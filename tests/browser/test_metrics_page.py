@@ -21,6 +21,21 @@ ENVS = [{"name": "countdown", "reward_min": 0.0, "reward_max": 2.0,
          "metrics_ranges": {"correct": {"min": 0.0, "max": 1.0}}}]
 
 
+QUALITY = {"null_count", "gini_excluded", "outside_count", "canceled"}
+
+
+def family(e: dict) -> tuple:
+    """The chart an entry is drawn in (static/js/compose.js familyKey): one per metric."""
+    base = (e["kind"], e["key"], e["group"])
+    if e["kind"] == "step":
+        return (*base, e["id"])
+    if e["stat"] in QUALITY:
+        return (*base, "q", e["stat"])
+    if e["kind"] in ("groups", "ranges"):
+        return base
+    return (*base, "value" if e["stat"] in ("mean", "std", "min", "max") else e["stat"])
+
+
 def sid(key: str) -> str:
     return series_id("step", key)
 
@@ -70,11 +85,17 @@ def test_it_renders_sections_in_order_and_adds_new_ones_live(page, dashboard):
     catalog = dashboard.get(f"/api/runs/{dashboard.run_id('r')}/catalog")["series"]
     derived = [s for s in FIXED_ORDER if any(e["section"] == s for e in catalog)]
     assert {"Reward", "Sample metrics", "Advantage", "Groups", "Rollouts"} <= set(derived)
-    assert section_titles(page) == ["General", "loss", "perf", *derived]
+    # Data-quality counters (null counts, Gini-excluded groups, …) have a section of their own.
+    assert any(e["stat"] in QUALITY for e in catalog)
+    assert section_titles(page) == ["General", "loss", "perf", *derived, "Data quality"]
     # Normalized series are no charts of their own: the Normalize toggle switches their twins.
-    charts = [e for e in catalog if not e.get("normalized")]
-    assert len(charts) < len(catalog)
+    # A chart per metric: its statistics and environments are composed in it.
+    raw = [e for e in catalog if not e.get("normalized")]
+    assert len(raw) < len(catalog)
+    charts = {family(e) for e in raw}
+    assert len(charts) < len(raw)
     page.wait_for_function(f"document.querySelectorAll('.chart').length === {len(charts)}")
+    page.wait_for_function(f"window.telescope.view.bySeries.size === {len(raw)}")
     assert page.evaluate("window.__same_page") is True
 
 

@@ -60,6 +60,12 @@ def raw_y(fig: Any, run_id: int) -> list[float]:
     return trace(fig, run_id, "raw")["y"]
 
 
+def env_y(fig: Any, run_id: int, env: str) -> list[float]:
+    """The line of one environment in a composed chart."""
+    return next(t["y"] for t in fig["data"] if t["meta"]["run"] == run_id
+                and t["meta"]["role"] in ("raw", "env") and t["meta"].get("env") == env)
+
+
 def badge(pg, sid: str) -> dict[str, Any]:
     return pg.eval_on_selector(
         f".chart:has([data-series-id='{sid}']) [data-range-badge]",
@@ -96,10 +102,19 @@ def test_normalize_switches_reward_charts_to_the_normalized_family_only(page, da
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator(".chart", has=page.locator(f"[data-series-id='{MEAN}']")).screenshot(
         path=str(ARTIFACTS / "normalized-chart.png"))
-    show(page, MEAN_COUNTDOWN)
-    fig = wait_chart(page, MEAN_COUNTDOWN, "gd.dataset.plottedId !== gd.dataset.seriesId")
-    assert raw_y(fig, run_id) == pytest.approx([0.625, 0.75, 0.375])
-    assert badge(page, MEAN_COUNTDOWN)["text"] == "declared 0\u20132"
+    # Each environment is a line of the same chart, switched to its own normalized series;
+    # filtered to one environment, the badge says that environment's range.
+    assert env_y(fig, run_id, "countdown") == pytest.approx([0.625, 0.75, 0.375])
+    card = page.locator(".chart", has=page.locator(f"[data-series-id='{MEAN}']"))
+    env_filter = card.get_by_label("Environments of reward")
+    env_filter.select_option("countdown")
+    countdown = twin_of(dashboard, run_id, MEAN_COUNTDOWN)
+    fig = wait_chart(page, MEAN, "gd.data.every(t => t.meta.env === 'countdown')"
+                                 f" && gd.dataset.plottedId === {countdown!r}")
+    assert env_y(fig, run_id, "countdown") == pytest.approx([0.625, 0.75, 0.375])
+    assert badge(page, MEAN)["text"] == "declared 0\u20132"
+    env_filter.select_option("*")
+    wait_chart(page, MEAN, "gd.data.some(t => t.meta.role === 'raw')")
 
     # Step metrics are not ranged: the same values, no badge.
     show(page, LOSS)

@@ -1,0 +1,147 @@
+// Pure figure building of a composed chart (one metric, its statistics and environments): per
+// run, a line for each environment shown, the ± std band and min/max envelope of one of them,
+// or stacked counts. Colour stays the run's (overlaid runs must be told apart first);
+// environments differ by dash, statistics by dash and width. No DOM, no Plotly.
+
+import {
+  baseLayout, lineTraces, polygon, prepareRun, referenceShapes, withAlpha, xOf, yAxisRange,
+} from './traces.js';
+import { alignByStep, timeUnit } from './transforms.js';
+import { escapePlotly } from './text.js';
+
+const DASHES = ['dot', 'dash', 'longdash', 'dashdot', 'longdashdot'];
+
+/** Dash of an environment's line: the pooled series solid, each environment its own dash. */
+export function envDash(env, envs) {
+  if (env === null || env === undefined) return 'solid';
+  const i = envs.indexOf(env);
+  return DASHES[(i < 0 ? 0 : i) % DASHES.length];
+}
+
+/** SVG stroke-dasharray of each Plotly dash, for the legend's keys. */
+export const DASHARRAY = { solid: '', dot: '2,2', dash: '5,3', longdash: '9,3', dashdot: '5,2,1,2', longdashdot: '9,2,1,2' };
+
+const envOf = (e) => e.env ?? null;
+
+function lineOrder(primary) {
+  return (a, b) => {
+    const ka = [a.entry.stat === primary.stat ? 0 : 1, envOf(a.entry) === null ? 0 : 1, a.entry.env ?? '', a.entry.stat ?? ''];
+    const kb = [b.entry.stat === primary.stat ? 0 : 1, envOf(b.entry) === null ? 0 : 1, b.entry.env ?? '', b.entry.stat ?? ''];
+    for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i] < kb[i] ? -1 : 1;
+    return 0;
+  };
+}
+
+/** What a line is to the reader: the primary (`raw`, as a one-series chart), an env, a statistic. */
+function lineRole(entry, primary) {
+  if (entry.stat !== primary.stat) return 'stat';
+  return envOf(entry) === envOf(primary) ? 'raw' : 'env';
+}
+
+function envelope(p, run, lo, hi, page) {
+  const a = lo ? alignByStep(p.step, lo) : null;
+  const b = hi ? alignByStep(p.step, hi) : null;
+  const keep = p.step.map((_, i) => (a ? a[i] !== null : true) && (b ? b[i] !== null : true));
+  const at = (arr) => arr.filter((_, i) => keep[i]);
+  const x = at(xOf(p, page, p.unit, p.step, p.time));
+  if (!x.length) return null;
+  const loY = a ? at(a) : at(p.y);
+  const hiY = b ? at(b) : at(p.y);
+  return { type: 'scatter', mode: 'lines', ...polygon(x, loY, hiY), fill: 'toself',
+    fillcolor: withAlpha(run.color, 0.08), line: { width: 0.6, color: withAlpha(run.color, 0.35), dash: 'dot' },
+    hoverinfo: 'skip', showlegend: false, name: 'min/max',
+    meta: { run: run.id, role: 'envelope', env: envOf(p.member) }, uid: `r${run.id}-envelope`,
+    _values: [loY, hiY] };
+}
+
+/**
+ * The figure of a composed chart: {data, layout, points, unit, prepared}. `runs`: [{id, name,
+ * color, t0, firstStep, range, members: [{entry, role, data}]}] with the members
+ * selectMembers chose; `primary`: the chart's naming entry; `envs`: the chart's environments.
+ * `prepared` holds one entry per run (its first line), as a one-series chart's does.
+ */
+export function buildComposedFigure({ primary, envs = [], runs, chart, page, theme, zoom = null, normalized = false }) {
+  const lineChart = { ...chart, band: chart.band };
+  const perRun = [];
+  let span = 0;
+  for (const run of runs) {
+    const lines = run.members.filter((m) => m.role === 'line' && m.data).sort(lineOrder(primary));
+    const byEnv = (role, env) => run.members.find((m) => m.role === role && envOf(m.entry) === env)?.data ?? null;
+    const preps = [];
+    for (const m of lines) {
+      const env = envOf(m.entry);
+      const std = m.entry.stat === 'mean' ? byEnv('std', env) : null;
+      const p = prepareRun({ ...run, data: m.data, std }, lineChart, page);
+      if (!p) continue;
+      p.member = m.entry;
+      preps.push(p);
+      for (const t of p.time) span = Math.max(span, t - p.t0);
+    }
+    const stacks = run.members.filter((m) => m.role === 'stack' && m.data)
+      .map((m) => ({ m, p: prepareRun({ ...run, data: m.data }, { ...chart, band: false }, page) }))
+      .filter((s) => s.p);
+    for (const s of stacks) for (const t of s.p.time) span = Math.max(span, t - s.p.t0);
+    perRun.push({ run, preps, stacks, byEnv });
+  }
+  const unit = timeUnit(span);
+  const fills = [];
+  const lines = [];
+  const prepared = [];
+  const all = [];
+  let points = 0;
+  for (const { run, preps, stacks, byEnv } of perRun) {
+    stacks.forEach(({ m, p }, i) => {
+      p.unit = unit;
+      points += p.y.length;
+      fills.push({ type: 'scatter', mode: 'lines', x: xOf(p, page, unit, p.step, p.time), y: p.y,
+        stackgroup: `r${run.id}`, name: escapePlotly(`${run.name} · ${m.entry.stat}`),
+        line: { width: 0.6, color: run.color }, fillcolor: withAlpha(run.color, 0.12 + 0.14 * i),
+        hovertemplate: `${escapePlotly(m.entry.stat)} %{y:.5~g}<extra></extra>`,
+        meta: { run: run.id, role: 'stack', stat: m.entry.stat, env: envOf(m.entry) }, uid: `r${run.id}-stack-${m.entry.stat}` });
+      all.push(p);
+      if (!preps.length && i === 0) prepared.push(p);
+    });
+    preps.forEach((p, i) => {
+      p.unit = unit;
+      points += p.y.length;
+      if (i === 0) prepared.push(p);
+      all.push(p);
+      const env = envOf(p.member);
+      const role = lineRole(p.member, primary);
+      const label = [run.name, env ?? (envs.length ? 'all envs' : null), role === 'stat' ? p.member.stat : null]
+        .filter(Boolean).join(' · ');
+      const tag = `${env ?? ''}-${p.member.stat ?? ''}`;
+      if (role === 'raw' || byEnv('min', env) || byEnv('max', env)) {
+        const lo = byEnv('min', env);
+        const hi = byEnv('max', env);
+        const env2 = (lo || hi) ? envelope(p, run, lo, hi, page) : null;
+        if (env2) {
+          env2.uid += `-${tag}`;
+          p.envelope = env2._values;
+          delete env2._values;
+          fills.push(env2);
+        }
+      }
+      const dash = role === 'stat' ? 'dot' : envDash(env, envs);
+      for (const t of lineTraces(p, xOf(p, page, unit, p.step, p.time), page)) {
+        t.meta = { ...t.meta, env, stat: p.member.stat };
+        if (t.meta.role === 'raw' && role !== 'raw') t.meta.role = role;
+        if (t.meta.role === 'band' || t.meta.role === 'extremes') {
+          if (role !== 'raw') t.fillcolor = withAlpha(run.color, 0.1);
+        } else {
+          t.name = escapePlotly(t.meta.role === 'ema' ? `${label} EMA` : label);
+          t.line = { ...t.line, dash, width: role === 'raw' ? t.line.width : Math.max(1, t.line.width - 0.4) };
+        }
+        t.uid = `${t.uid}-${tag}`;
+        (t.fill ? fills : lines).push(t);
+      }
+    });
+  }
+  const data = fills.concat(lines);
+  const shapes = referenceShapes(prepared, primary, normalized, theme);
+  const ranged = all.map((p) => (p.envelope ? { ...p, band: p.band ?? { lo: p.envelope[0], hi: p.envelope[1],
+    accept: p.envelope[0].map(() => true) } } : p));
+  const yRange = zoom?.y ?? yAxisRange(ranged, chart, normalized, shapes);
+  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
+  return { data, layout, points, unit, prepared };
+}
