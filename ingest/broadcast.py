@@ -16,6 +16,10 @@ from channels.layers import get_channel_layer
 
 from ingest.store import Outcome
 
+log = logging.getLogger(__name__)
+LOG_EVERY = 30.0
+_last_logged = -LOG_EVERY
+
 
 def group_name(run_id: int) -> str:
     return f"run.{run_id}"
@@ -39,10 +43,6 @@ async def publish_progress(run_id: int, pending: int) -> None:
     """Tell live pages how many of a run's steps still await (re-)aggregation."""
     await _send(group_name(run_id), {"type": "run.progress", "run": run_id, "pending": pending})
 
-
-log = logging.getLogger(__name__)
-LOG_EVERY = 30.0
-_last_logged = -LOG_EVERY
 
 
 async def _send(group: str, event: dict[str, Any]) -> None:

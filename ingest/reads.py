@@ -129,10 +129,9 @@ def series(run_id: int, sids: list[str], max_points: int, min_step: int | None,
         with connection.cursor() as cur:  # raw SQL: this is the hot read path
             cur.execute(f"SELECT sid, id, kind, key, stat, env, categorical FROM ingest_series"
                         f" WHERE run_id = %s AND sid IN ({marks})", [run_id, *sids])
-            meta = {row[0]: (row[1], row[2:6]) for row in cur.fetchall()}
-            cur.execute(f"SELECT id FROM ingest_series WHERE run_id = %s AND categorical"
-                        f" AND sid IN ({marks})", [run_id, *sids])
-            text_pks = [row[0] for row in cur.fetchall()]
+            rows = cur.fetchall()
+        meta = {row[0]: (row[1], row[2:6]) for row in rows}
+        text_pks = [row[1] for row in rows if row[6]]
     seq, data = CACHE.get(run_id, [pk for pk, _ in meta.values()])
     ranged = any(m[0] in RANGED_KINDS for _, m in meta.values())
     envs = environments(run_id) if ranged else []
