@@ -1,9 +1,14 @@
-"""Per-step aggregation: the metric families of DESIGN.md, computed from one step's samples.
+"""Per-step aggregation: the metric families of DESIGN.md, computed from the samples of many steps
+at once.
 
-Pure: numpy only. `aggregate_step` turns a `StepSamples` (canonical order) and the declared
-ranges into `{(kind, key, stat, env): float}`. A statistic with no value at the step is absent,
-never NaN. A scope (all samples, then each environment present) is a boolean mask over the
-samples; Python loops run over scopes, families and metric names, never over samples or groups.
+Pure: numpy only. `aggregate_steps` turns a `StepSamples` holding one or more steps (canonical
+order) and the declared ranges into a `Table`: one row per step, one column per series
+(kind, key, stat, env). Every statistic is a segment reduction over *cells*, a cell being one
+step's samples in one scope (all environments, or one environment), so the work of a pass is a
+fixed number of numpy calls whatever the number of steps: Python loops run over scopes,
+families and metric names, never over samples, groups or steps. A statistic with no value at a
+step is NaN in its column (absent), never a stored NaN. `aggregate_step` is the one-step view
+as a dict.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from ingest.gini import (
     gini_per_group,
     group_gini,
     max_median_ratio_per_group,
-    mean_over_groups,
     per_group,
     runs,
 )
@@ -35,31 +39,152 @@ from ingest.samples import (
     StepSamples,
 )
 
-__all__ = ["aggregate_blobs", "aggregate_step", "group_gini"]
+__all__ = ["Table", "aggregate_blobs", "aggregate_step", "aggregate_steps", "group_gini"]
 
-Series = dict[SeriesKey, float]
 Bound = Callable[[EnvRanges], float | None]
+Family = tuple[str, str, str]  # (kind, key, stat); the env is the cell's scope
 
 # Undeclared bounds: Gini and "all at min" use 0, "all at max" uses 1 (DESIGN.md).
 DEFAULT_LO, DEFAULT_HI = 0.0, 1.0
 RATIO = "group_length_max_median_ratio_mean"
+NAN = float("nan")
 
 
-@dataclass(frozen=True)
-class _Scope:
-    env: str | None  # None = all environments
-    code: int | None
-    mask: np.ndarray  # samples of the scope
-    kept: np.ndarray  # kept samples of the scope
+@dataclass
+class Table:
+    """Aggregates of n steps: `values[i, j]` is series `keys[j]` at step index i, NaN where the
+    series has no value at that step."""
+
+    keys: list[SeriesKey]
+    values: np.ndarray  # float64 (n_steps, len(keys))
+
+    def row(self, i: int) -> dict[SeriesKey, float]:
+        """The series with a value at step index i, as Python floats."""
+        v = self.values[i]
+        return {self.keys[j]: float(v[j]) for j in np.flatnonzero(~np.isnan(v)).tolist()}
 
 
-def _scopes(s: StepSamples) -> list[_Scope]:
-    kept = s.discard == KEPT
-    scopes = [_Scope(None, None, np.ones(s.n, dtype=bool), kept)]
-    for code in np.unique(s.env[s.env >= 0]):
-        mask = s.env == code
-        scopes.append(_Scope(s.env_names[int(code)], int(code), mask, mask & kept))
-    return scopes
+class Cells:
+    """The (step, scope) segments of a StepSamples: scope 0 is all samples of the step, scope
+    1 + e environment e. Every sample is a member of its step's scope 0 and, with an
+    environment, of its environment's scope; members are kept sorted by cell (canonical order
+    within a cell), so per-cell reductions are `bincount` and `reduceat` passes."""
+
+    def __init__(self, s: StepSamples) -> None:
+        self.s = s
+        self.width = len(s.env_names) + 1
+        self.size = s.n_steps * self.width
+        step = s.step_index
+        has_env = np.flatnonzero(s.env >= 0)
+        cell = np.concatenate([step * self.width, step[has_env] * self.width + 1 + s.env[has_env]])
+        member = np.concatenate([np.arange(s.n), has_env])
+        order = np.argsort(cell, kind="stable")
+        self.cell, self.member = cell[order], member[order]
+        self.starts, _ = runs(self.cell)
+        self.start_cell = self.cell[self.starts]
+        self.scope = np.arange(self.size) % self.width  # per cell
+        self.step_of_cell = np.arange(self.size) // self.width
+        self.kept = s.discard == KEPT
+        self.has_kept = self.count(self.kept) > 0
+        self.present = self.count(np.ones(s.n, dtype=bool)) > 0
+        self.group_step = np.zeros(int(s.group.max()) + 1 if s.n else 0, dtype=np.int64)
+        self.group_step[s.group] = step
+
+    def _reduce(self, member_values: np.ndarray, ufunc: np.ufunc = np.add,
+                fill: float = 0.0) -> np.ndarray:
+        """Per cell `ufunc.reduce` of values given per member (`fill` for a cell with none)."""
+        out = np.full(self.size, fill, dtype=np.float64)
+        if self.starts.size:
+            out[self.start_cell] = ufunc.reduceat(member_values, self.starts)
+        return out
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        """Per cell, how many samples `mask` selects."""
+        out = np.zeros(self.size, dtype=np.int64)
+        if self.starts.size:
+            out[self.start_cell] = np.add.reduceat(mask.view(np.int8)[self.member], self.starts,
+                                                   dtype=np.int64)
+        return out
+
+    def total(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Per cell, the sum of the selected values (in canonical order)."""
+        return self._reduce(np.where(mask, x, 0.0)[self.member])
+
+    def moments(self, x: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """mean, std (ddof=1, two-pass), min, max of the selected (finite) values per cell;
+        NaN where a cell has too few values."""
+        n = self.count(mask)
+        selected = mask.view(np.int8)[self.member]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = self.total(x, mask) / n
+            d = (x[self.member] - mean[self.cell]) * selected
+            d[selected == 0] = 0.0  # x may be NaN or inf where not selected
+            std = np.sqrt(self._reduce(d * d) / (n - 1))
+        std[n < 2] = NAN
+        lo = self._reduce(np.where(mask, x, np.inf)[self.member], np.minimum, NAN)
+        hi = self._reduce(np.where(mask, x, -np.inf)[self.member], np.maximum, NAN)
+        empty = n == 0
+        mean[empty] = lo[empty] = hi[empty] = NAN
+        return {"mean": mean, "std": std, "min": lo, "max": hi}
+
+    def group_means(self, x: np.ndarray, idx: np.ndarray, stat: GroupStat
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cell, the unweighted mean over groups of `stat` on values x of samples idx, and
+        how many groups were included and excluded. In an environment's scope a group is its
+        samples of that environment (a unit: group × env); the overall scope takes whole
+        groups, which are the units themselves unless some group mixes environments."""
+        s, w = self.s, self.width
+        g = s.group[idx]
+        unit_value, unit_in, unit = per_group(x, g * w + s.env[idx] + 1, stat)
+        unit_env, unit_group = unit % w - 1, unit // w
+        mixed = bool(np.any(unit_group[1:] == unit_group[:-1]))
+        if mixed:
+            value, included, group = per_group(x, g, stat)
+        else:
+            value, included, group = unit_value, unit_in, unit_group
+        env_units = unit_env >= 0
+        cells = np.concatenate([self.group_step[group] * w,
+                                self.group_step[unit_group[env_units]] * w + 1
+                                + unit_env[env_units]])
+        value = np.concatenate([value, unit_value[env_units]])
+        included = np.concatenate([included, unit_in[env_units]])
+        n_in = np.bincount(cells[included], minlength=self.size)
+        n_out = np.bincount(cells[~included], minlength=self.size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.bincount(cells[included], weights=value[included],
+                               minlength=self.size) / n_in
+        mean[n_in == 0] = NAN
+        return mean, n_in, n_out
+
+
+class Out:
+    """Collects per-cell statistic arrays under (kind, key, stat); NaN = no value."""
+
+    def __init__(self, cells: Cells) -> None:
+        self.cells = cells
+        self.stats: dict[Family, np.ndarray] = {}
+        self.only: np.ndarray | None = None  # cells a metric may have values in (its steps)
+
+    def put(self, kind: str, key: str, stat: str, values: np.ndarray,
+            where: np.ndarray | None = None) -> None:
+        v = np.asarray(values, dtype=np.float64)
+        keep = self.only if where is None else (where if self.only is None else where & self.only)
+        if keep is not None:
+            v = np.where(keep, v, NAN)
+        self.stats[(kind, key, stat)] = v
+
+    def table(self) -> Table:
+        s, w = self.cells.s, self.cells.width
+        envs: list[str | None] = [None, *s.env_names]
+        keys: list[SeriesKey] = []
+        cols = []
+        for (kind, key, stat), v in self.stats.items():
+            grid = v.reshape(s.n_steps, w)
+            for j in np.flatnonzero(~np.isnan(grid).all(axis=0)).tolist():
+                keys.append((kind, key, stat, envs[j]))
+                cols.append(grid[:, j])
+        values = np.stack(cols, axis=1) if cols else np.zeros((s.n_steps, 0))
+        return Table(keys, values)
 
 
 def _per_code(s: StepSamples, ranges: dict[str, EnvRanges], pick: Bound, default: float):
@@ -72,120 +197,64 @@ def _metric_bound(m: str, attr: str) -> Bound:
     return lambda r: getattr(r.metrics.get(m, MetricRange()), attr)
 
 
-def _pct(part: int | np.integer, whole: int | np.integer) -> float:
-    return 100.0 * float(part) / float(whole)
+def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(whole > 0, 100.0 * part / np.maximum(whole, 1), NAN)
 
 
-def _finite(v: np.ndarray) -> np.ndarray:
-    return v[np.isfinite(v)]
+def _moments(out: Out, kind: str, key: str, x: np.ndarray, mask: np.ndarray,
+             prefix: str = "") -> None:
+    for stat, v in out.cells.moments(x, mask).items():
+        out.put(kind, key, prefix + stat, v)
 
 
-def _moments(out: Series, kind: str, key: str, env: str | None, v: np.ndarray) -> None:
-    """mean, std (ddof=1, from two values), min, max of finite values `v`."""
-    if v.size == 0:
-        return
-    out[(kind, key, "mean", env)] = float(np.mean(v))
-    if v.size > 1:
-        out[(kind, key, "std", env)] = float(np.std(v, ddof=1))
-    out[(kind, key, "min", env)] = float(np.min(v))
-    out[(kind, key, "max", env)] = float(np.max(v))
-
-
-def _group_means(
-    x: np.ndarray, idx: np.ndarray, s: StepSamples, scopes: list[_Scope], stat: GroupStat
-) -> list[tuple[float | None, int, int]]:
-    """Per scope, the mean over groups of `stat` on values x of samples idx.
-
-    In an environment's scope a group is its samples of that environment, so the statistic is
-    computed once per (group, env) unit; the overall scope reuses the units unless some group
-    mixes environments, and then regroups by group alone.
-    """
-    width = len(s.env_names) + 1
-    g = s.group[idx]
-    value, included, unit = per_group(x, g * width + s.env[idx] + 1, stat)
-    unit_env, unit_group = unit % width - 1, unit // width
-    results = []
-    for sc in scopes:
-        if sc.code is not None:
-            mine = unit_env == sc.code
-            results.append(mean_over_groups(value[mine], included[mine]))
-        elif np.any(unit_group[1:] == unit_group[:-1]):
-            whole_value, whole_included, _ = per_group(x, g, stat)
-            results.append(mean_over_groups(whole_value, whole_included))
-        else:
-            results.append(mean_over_groups(value, included))
-    return results
-
-
-def _value_family(
-    out: Series, kind: str, key: str, v: np.ndarray, s: StepSamples, scopes, lo_by_code
-) -> None:
+def _value_family(out: Out, kind: str, key: str, v: np.ndarray, lo_by_code: np.ndarray) -> None:
     """Reward / sample-metric stats: moments, count, Gini mean and exclusions, null count."""
-    idx = np.flatnonzero(scopes[0].kept & np.isfinite(v))
-    x = v[idx] - lo_by_code[s.env[idx]]
-    ginis = _group_means(x, idx, s, scopes, gini_per_group)
-    for sc, (gini, n_inc, n_exc) in zip(scopes, ginis, strict=True):
-        if not sc.kept.any():
-            continue
-        vals = v[sc.kept]
-        finite = _finite(vals)
-        out[(kind, key, "count", sc.env)] = float(finite.size)
-        _moments(out, kind, key, sc.env, finite)
-        if gini is not None:
-            out[(kind, key, "gini_mean", sc.env)] = gini
-        if n_inc + n_exc > 0:
-            out[(kind, key, "gini_excluded", sc.env)] = float(n_exc)
-        if sc.env is None:
-            out[(kind, key, "null_count", None)] = float(vals.size - finite.size)
+    c = out.cells
+    finite = c.kept & np.isfinite(v)
+    n_finite = c.count(finite)
+    out.put(kind, key, "count", n_finite, c.has_kept)
+    _moments(out, kind, key, v, finite)
+    idx = np.flatnonzero(finite)
+    gini, n_in, n_out = c.group_means(v[idx] - lo_by_code[c.s.env[idx]], idx, gini_per_group)
+    out.put(kind, key, "gini_mean", gini, c.has_kept)
+    out.put(kind, key, "gini_excluded", n_out, c.has_kept & (n_in + n_out > 0))
+    out.put(kind, key, "null_count", c.count(c.kept) - n_finite, c.has_kept & (c.scope == 0))
 
 
-def _normalized_family(out: Series, kind: str, key: str, v: np.ndarray, s: StepSamples,
-                       scopes: list[_Scope]) -> None:
+def _normalized_family(out: Out, kind: str, key: str, v: np.ndarray) -> None:
     """The normalized family from v′ (see ingest.normalize): mean, std, min, max and Gini mean
     (on v′, floor 0), overall and per environment, stored with stats `norm:<stat>`."""
-    idx = np.flatnonzero(scopes[0].kept & np.isfinite(v))
-    ginis = _group_means(v[idx], idx, s, scopes, gini_per_group)
-    for sc, (gini, _, _) in zip(scopes, ginis, strict=True):
-        finite = _finite(v[sc.kept])
-        if finite.size:
-            moments: Series = {}
-            _moments(moments, kind, key, sc.env, finite)
-            for (_, _, stat, _), value in moments.items():
-                out[(kind, key, PREFIX + str(stat), sc.env)] = value
-        if gini is not None:
-            out[(kind, key, PREFIX + "gini_mean", sc.env)] = gini
+    c = out.cells
+    finite = c.kept & np.isfinite(v)
+    _moments(out, kind, key, v, finite, PREFIX)
+    idx = np.flatnonzero(finite)
+    out.put(kind, key, PREFIX + "gini_mean", c.group_means(v[idx], idx, gini_per_group)[0])
 
 
-def _ranges_family(
-    out: Series, key: str, v: np.ndarray, s: StepSamples, scopes, lo_by_code, hi_by_code
-) -> None:
+def _ranges_family(out: Out, key: str, v: np.ndarray, lo_by_code: np.ndarray,
+                   hi_by_code: np.ndarray) -> None:
     """Share at the declared min / max and count outside, over samples whose env declares."""
     if np.isnan(lo_by_code).all() and np.isnan(hi_by_code).all():
         return
-    lo, hi = lo_by_code[s.env], hi_by_code[s.env]
-    finite = np.isfinite(v)
-    for sc in scopes:
-        use = sc.kept & finite
-        has_lo, has_hi = use & ~np.isnan(lo), use & ~np.isnan(hi)
-        n_lo, n_hi = np.count_nonzero(has_lo), np.count_nonzero(has_hi)
-        if n_lo:
-            at_min = np.count_nonzero(v[has_lo] == lo[has_lo])
-            out[("ranges", key, "at_min_pct", sc.env)] = _pct(at_min, n_lo)
-        if n_hi:
-            at_max = np.count_nonzero(v[has_hi] == hi[has_hi])
-            out[("ranges", key, "at_max_pct", sc.env)] = _pct(at_max, n_hi)
-        if n_lo or n_hi:
-            below = np.count_nonzero(v[has_lo] < lo[has_lo])
-            above = np.count_nonzero(v[has_hi] > hi[has_hi])
-            out[("ranges", key, "outside_count", sc.env)] = float(below + above)
+    c = out.cells
+    lo, hi = lo_by_code[c.s.env], hi_by_code[c.s.env]
+    use = c.kept & np.isfinite(v)
+    has_lo, has_hi = use & ~np.isnan(lo), use & ~np.isnan(hi)
+    n_lo, n_hi = c.count(has_lo), c.count(has_hi)
+    out.put("ranges", key, "at_min_pct", _pct(c.count(has_lo & (v == lo)), n_lo))
+    out.put("ranges", key, "at_max_pct", _pct(c.count(has_hi & (v == hi)), n_hi))
+    outside = c.count(has_lo & (v < lo)) + c.count(has_hi & (v > hi))
+    out.put("ranges", key, "outside_count", outside, (n_lo > 0) | (n_hi > 0))
 
 
-def _groups_family(out: Series, s: StepSamples, scopes, lo_by_code, hi_by_code) -> None:
+def _groups_family(out: Out, lo_by_code: np.ndarray, hi_by_code: np.ndarray) -> None:
     """Groups of kept samples with finite reward: count, informative, tied, all at min / max.
 
     A group belongs to the environment of its first sample.
     """
-    idx = np.flatnonzero(scopes[0].kept & np.isfinite(s.reward))
+    c, s = out.cells, out.cells.s
+    idx = np.flatnonzero(c.kept & np.isfinite(s.reward))
     idx = idx[np.argsort(s.group[idx], kind="stable")]  # stable: a group's first sample leads
     starts, _ = runs(s.group[idx])
     r = s.reward[idx]
@@ -193,23 +262,23 @@ def _groups_family(out: Series, s: StepSamples, scopes, lo_by_code, hi_by_code) 
         gmin, gmax = np.minimum.reduceat(r, starts), np.maximum.reduceat(r, starts)
     else:
         gmin = gmax = np.zeros(0)
-    genv = s.env[idx[starts]]
+    first = idx[starts]
+    genv = s.env[first]
     tied = gmin == gmax
-    all_min = tied & (gmin == lo_by_code[genv])
-    all_max = tied & (gmax == hi_by_code[genv])
-    for sc in scopes:
-        if not sc.kept.any():
-            continue
-        mine = np.ones(genv.size, dtype=bool) if sc.code is None else genv == sc.code
-        counts = {
-            "count": mine,
-            "informative": mine & ~tied,
-            "tied": mine & tied,
-            "all_min": mine & all_min,
-            "all_max": mine & all_max,
-        }
-        for stat, sel in counts.items():
-            out[("groups", "groups", stat, sc.env)] = float(np.count_nonzero(sel))
+    w = c.width
+    cells = np.concatenate([s.step_index[first] * w,
+                            (s.step_index[first] * w + 1 + genv)[genv >= 0]])
+    in_env = genv >= 0
+    masks = {
+        "count": np.ones(starts.size, dtype=bool),
+        "informative": ~tied,
+        "tied": tied,
+        "all_min": tied & (gmin == lo_by_code[genv]),
+        "all_max": tied & (gmax == hi_by_code[genv]),
+    }
+    for stat, sel in masks.items():
+        both = np.concatenate([sel, sel[in_env]])
+        out.put("groups", "groups", stat, np.bincount(cells[both], minlength=c.size), c.has_kept)
 
 
 def _tokens(s: StepSamples) -> dict[str, np.ndarray]:
@@ -226,104 +295,103 @@ def _tokens(s: StepSamples) -> dict[str, np.ndarray]:
     return cols
 
 
-def _length_groups(out: Series, s: StepSamples, scopes: list[_Scope]) -> None:
+def _length_groups(out: Out) -> None:
     """Completion-token Gini (lo = 0) and max / median ratio, over kept samples per group."""
+    c, s = out.cells, out.cells.s
     if s.completion_tokens is None:
         return
-    idx = np.flatnonzero(scopes[0].kept & np.isfinite(s.completion_tokens))
+    idx = np.flatnonzero(c.kept & np.isfinite(s.completion_tokens))
     x = s.completion_tokens[idx]
-    ginis = _group_means(x, idx, s, scopes, gini_per_group)
-    ratios = _group_means(x, idx, s, scopes, max_median_ratio_per_group)
-    for sc, (gini, _, _), (ratio, _, _) in zip(scopes, ginis, ratios, strict=True):
-        if gini is not None:
-            out[("rollouts", "group_length_gini_mean", "group_length_gini_mean", sc.env)] = gini
-        if ratio is not None:
-            out[("rollouts", RATIO, RATIO, sc.env)] = ratio
+    gini = c.group_means(x, idx, gini_per_group)[0]
+    ratio = c.group_means(x, idx, max_median_ratio_per_group)[0]
+    out.put("rollouts", "group_length_gini_mean", "group_length_gini_mean", gini)
+    out.put("rollouts", RATIO, RATIO, ratio)
 
 
-def _rollouts_family(out: Series, s: StepSamples, scopes, tokens: dict[str, np.ndarray]) -> None:
+def _rollouts_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
     """Token moments, stop-by-length share, length groups, off-policy lag; kept samples."""
-    for sc in scopes:
-        for key, col in tokens.items():
-            _moments(out, "rollouts", key, sc.env, _finite(col[sc.kept]))
-        if s.stop_length is not None:
-            stop = _finite(s.stop_length[sc.kept])
-            if stop.size:
-                pct = _pct(np.count_nonzero(stop == 1), stop.size)
-                out[("rollouts", "stop_reason_length_pct", "stop_reason_length_pct", sc.env)] = pct
-        if s.off_policy_steps is not None:
-            lag = _finite(s.off_policy_steps[sc.kept])
-            if lag.size:
-                out[("rollouts", "off_policy_steps", "mean", sc.env)] = float(np.mean(lag))
-            if lag.size > 1:
-                out[("rollouts", "off_policy_steps", "std", sc.env)] = float(np.std(lag, ddof=1))
-    _length_groups(out, s, scopes)
+    c, s = out.cells, out.cells.s
+    for key, col in tokens.items():
+        _moments(out, "rollouts", key, col, c.kept & np.isfinite(col))
+    if s.stop_length is not None:
+        stop = c.kept & np.isfinite(s.stop_length)
+        pct = _pct(c.count(stop & (s.stop_length == 1)), c.count(stop))
+        out.put("rollouts", "stop_reason_length_pct", "stop_reason_length_pct", pct)
+    if s.off_policy_steps is not None:
+        lag = c.moments(s.off_policy_steps, c.kept & np.isfinite(s.off_policy_steps))
+        out.put("rollouts", "off_policy_steps", "mean", lag["mean"])
+        out.put("rollouts", "off_policy_steps", "std", lag["std"])
+    _length_groups(out)
 
 
-def _discarded_family(out: Series, s: StepSamples, scopes, tokens: dict[str, np.ndarray]) -> None:
-    """Count by reason, zero-advantage reward breakdown, canceled, token stats of discards."""
-    for sc in scopes:
-        d = s.discard[sc.mask]
-        discarded = sc.mask & (s.discard != KEPT)
-        if sc.env is not None and not discarded.any():
-            continue
-        n_async = np.count_nonzero(d == MAX_ASYNC)
-        n_zero = np.count_nonzero(d == ZERO_ADVANTAGE)
-        count = n_async + n_zero
-        out[("discarded", "discarded", "count", sc.env)] = float(count)
-        out[("discarded", "discarded", "canceled", sc.env)] = float(np.count_nonzero(d == CANCELED))
-        if count:
-            out[("discarded", "discarded", "max_async_pct", sc.env)] = _pct(n_async, count)
-            out[("discarded", "discarded", "zero_advantage_pct", sc.env)] = _pct(n_zero, count)
-        r = _finite(s.reward[sc.mask & (s.discard == ZERO_ADVANTAGE)])
-        if r.size:
-            za = ("discarded", "zero_advantage")
-            out[(*za, "reward_zero_pct", sc.env)] = _pct(np.count_nonzero(r == 0), r.size)
-            out[(*za, "reward_positive_pct", sc.env)] = _pct(np.count_nonzero(r > 0), r.size)
-            out[(*za, "reward_mean", sc.env)] = float(np.mean(r))
-        for key, col in tokens.items():
-            _moments(out, "discarded", key, sc.env, _finite(col[discarded]))
+def _discarded_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
+    """Count by reason, zero-advantage reward breakdown, canceled, token stats of discards.
+    Every step has the overall counts; an environment only when it has discarded samples."""
+    c, s = out.cells, out.cells.s
+    discarded = s.discard != KEPT
+    shown = c.present & ((c.scope == 0) | (c.count(discarded) > 0))
+    n_async, n_zero = c.count(s.discard == MAX_ASYNC), c.count(s.discard == ZERO_ADVANTAGE)
+    count = n_async + n_zero
+    d = ("discarded", "discarded")
+    out.put(*d, "count", count, shown)
+    out.put(*d, "canceled", c.count(s.discard == CANCELED), shown)
+    out.put(*d, "max_async_pct", _pct(n_async, count), shown)
+    out.put(*d, "zero_advantage_pct", _pct(n_zero, count), shown)
+    za = (s.discard == ZERO_ADVANTAGE) & np.isfinite(s.reward)
+    n_za = c.count(za)
+    z = ("discarded", "zero_advantage")
+    out.put(*z, "reward_zero_pct", _pct(c.count(za & (s.reward == 0)), n_za), shown)
+    out.put(*z, "reward_positive_pct", _pct(c.count(za & (s.reward > 0)), n_za), shown)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out.put(*z, "reward_mean", c.total(s.reward, za) / n_za, shown & (n_za > 0))
+    for key, col in tokens.items():
+        for stat, v in c.moments(col, discarded & np.isfinite(col)).items():
+            out.put("discarded", key, stat, v, shown)
+
+
+def aggregate_steps(s: StepSamples, ranges: dict[str, EnvRanges],
+                    observed: Observed | None = None) -> Table:
+    """Every per-step series of DESIGN.md "Metric families computed per step from samples",
+    and the normalized family of the reward and each sample metric, for every step of `s`.
+
+    `ranges` maps environment name to its declared ranges (a missing name declares nothing);
+    `observed` holds the run's observed ranges (used where a bound is not declared; without
+    them the samples' own values stand in). Keys are (kind, key, stat, env) with env None for
+    all samples.
+    """
+    out = Out(Cells(s))
+    reward_min = _per_code(s, ranges, lambda r: r.reward_min, NAN)
+    reward_max = _per_code(s, ranges, lambda r: r.reward_max, NAN)
+    reward_lo = np.where(np.isnan(reward_min), DEFAULT_LO, reward_min)
+    reward_hi = np.where(np.isnan(reward_max), DEFAULT_HI, reward_max)
+    seen = observed if observed is not None else _observed_here(s)
+    _value_family(out, "reward", "reward", s.reward, reward_lo)
+    _normalized_family(out, "reward", "reward",
+                       normalized_column(s, s.reward, "reward", "reward", ranges, seen))
+    _ranges_family(out, "reward", s.reward, reward_min, reward_max)
+    for m, v in s.metrics.items():
+        if s.metric_steps is not None:
+            out.only = s.metric_steps[m][out.cells.step_of_cell]
+        m_min = _per_code(s, ranges, _metric_bound(m, "min"), NAN)
+        m_max = _per_code(s, ranges, _metric_bound(m, "max"), NAN)
+        _value_family(out, "sample", m, v, np.where(np.isnan(m_min), 0.0, m_min))
+        _normalized_family(out, "sample", m, normalized_column(s, v, "sample", m, ranges, seen))
+        _ranges_family(out, m, v, m_min, m_max)
+    out.only = None
+    if s.advantage is not None:
+        _moments(out, "advantage", "advantage", s.advantage,
+                 out.cells.kept & np.isfinite(s.advantage))
+    _groups_family(out, reward_lo, reward_hi)
+    tokens = _tokens(s)
+    _rollouts_family(out, tokens)
+    _discarded_family(out, tokens)
+    return out.table()
 
 
 def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges],
                    observed: Observed | None = None) -> dict[SeriesKey, float]:
-    """Every per-step series of DESIGN.md "Metric families computed per step from samples",
-    and the normalized family of the reward and each sample metric.
-
-    `ranges` maps environment name to its declared ranges (a missing name declares nothing);
-    `observed` holds the run's observed ranges (used where a bound is not declared; without
-    them the step's own values stand in). Keys are (kind, key, stat, env) with env None for
-    all samples; values are Python floats.
-    """
-    out: Series = {}
-    scopes = _scopes(s)
-    nan = float("nan")
-    reward_min = _per_code(s, ranges, lambda r: r.reward_min, nan)
-    reward_max = _per_code(s, ranges, lambda r: r.reward_max, nan)
-    reward_lo = np.where(np.isnan(reward_min), DEFAULT_LO, reward_min)
-    reward_hi = np.where(np.isnan(reward_max), DEFAULT_HI, reward_max)
-    _value_family(out, "reward", "reward", s.reward, s, scopes, reward_lo)
-    for m, v in s.metrics.items():
-        m_min = _per_code(s, ranges, _metric_bound(m, "min"), nan)
-        _value_family(out, "sample", m, v, s, scopes, np.where(np.isnan(m_min), 0.0, m_min))
-    seen = observed if observed is not None else _observed_here(s)
-    for kind, key, v in [("reward", "reward", s.reward),
-                         *(("sample", m, v) for m, v in s.metrics.items())]:
-        _normalized_family(out, kind, key, normalized_column(s, v, kind, key, ranges, seen),
-                           s, scopes)
-    if s.advantage is not None:
-        for sc in scopes:
-            _moments(out, "advantage", "advantage", sc.env, _finite(s.advantage[sc.kept]))
-    _groups_family(out, s, scopes, reward_lo, reward_hi)
-    tokens = _tokens(s)
-    _rollouts_family(out, s, scopes, tokens)
-    _discarded_family(out, s, scopes, tokens)
-    _ranges_family(out, "reward", s.reward, s, scopes, reward_min, reward_max)
-    for m, v in s.metrics.items():
-        m_min = _per_code(s, ranges, _metric_bound(m, "min"), nan)
-        m_max = _per_code(s, ranges, _metric_bound(m, "max"), nan)
-        _ranges_family(out, m, v, s, scopes, m_min, m_max)
-    return out
+    """`aggregate_steps` of one step, as {(kind, key, stat, env): float}."""
+    return aggregate_steps(s, ranges, observed).row(0)
 
 
 def _observed_here(s: StepSamples) -> Observed:
@@ -333,9 +401,13 @@ def _observed_here(s: StepSamples) -> Observed:
                                      *(("sample", m, v) for m, v in s.metrics.items())])
 
 
-def aggregate_blobs(blobs: list[bytes], ranges: dict[str, EnvRanges],
-                    observed: Observed | None = None) -> tuple[int, float | None, Series]:
-    """Decode, assemble and aggregate one step's stored batches: (samples, latest sample time,
-    series). Pure, so it also runs in a worker process (see ingest.materialize)."""
-    samples, latest = columns.assemble_step([columns.decode_batch(b) for b in blobs])
-    return samples.n, latest, aggregate_step(samples, ranges, observed)
+def aggregate_blobs(blobs_by_step: list[list[bytes]], ranges: dict[str, EnvRanges],
+                    observed: Observed | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, Table]:
+    """Unpack, assemble and aggregate the stored batches of some steps: (samples per step,
+    latest sample time per step (NaN: none carried one), table). Pure, so it also runs in a
+    worker process (see ingest.materialize)."""
+    samples, latest = columns.assemble_steps([[columns.unpack(b) for b in blobs]
+                                              for blobs in blobs_by_step])
+    n = np.bincount(samples.step_index, minlength=samples.n_steps)
+    return n, latest, aggregate_steps(samples, ranges, observed)

@@ -8,6 +8,8 @@ split into messages or in which order those arrived.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -60,67 +62,141 @@ def decode_batch(blob: bytes) -> dict[str, Any]:
     return out
 
 
-def _float_concat(batches: list[dict[str, Any]], get: Any) -> np.ndarray | None:
-    parts = [get(b) for b in batches]
+Raw = dict[str, Any]  # a stored batch as msgpack unpacks it (see `encode_batch`)
+
+
+def unpack(blob: bytes) -> Raw:
+    """A stored blob as its msgpack map, columns still bytes (what `assemble_steps` takes)."""
+    return msgpack.unpackb(bytes(blob), raw=False)  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=64)
+def _nan_bytes(n: int) -> bytes:
+    return np.full(n, np.nan, dtype="<f8").tobytes()
+
+
+def _floats(raws: list[Raw], get: Callable[[Raw], bytes | None]) -> np.ndarray | None:
+    """One float column over every batch (NaN for batches without it); None if none has it."""
+    parts = [get(r) for r in raws]
     if all(p is None for p in parts):
         return None
-    return np.concatenate([
-        np.full(b["n"], np.nan) if p is None else p for b, p in zip(batches, parts, strict=True)
-    ])
+    return np.frombuffer(b"".join(_nan_bytes(r["n"]) if p is None else p
+                                  for r, p in zip(raws, parts, strict=True)), dtype="<f8")
 
 
-def _str_concat(batches: list[dict[str, Any]], name: str) -> np.ndarray:
-    return np.concatenate([b.get(name, np.full(b["n"], "")) for b in batches])
+@functools.lru_cache(maxsize=64)
+def _zero_codes(n: int) -> bytes:
+    return bytes(4 * n)
 
 
-def _id_concat(batches: list[dict[str, Any]], name: str) -> np.ndarray:
-    """Integer ids stay integers; if any batch used strings, all become strings (so 7 and "7"
-    are one id, as they are on the wire)."""
-    parts = [b[name] for b in batches]
-    if all(p.dtype.kind == "i" for p in parts):
-        return np.concatenate(parts)
-    return np.concatenate([p.astype(str) for p in parts])
+def _strings(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
+    """A dictionary-encoded column over every batch: (the batches' unique values one after
+    the other, each sample's index into them). A batch without the column has the value "";
+    integer values become their decimal strings."""
+    uniques: list[str] = []
+    codes, offsets = [], []
+    for r in raws:
+        col = r.get(name)
+        offsets.append(len(uniques))
+        if col is None:
+            uniques.append("")
+            codes.append(_zero_codes(r["n"]))
+        elif "i" in col:
+            uniques.extend(str(x) for x in np.frombuffer(col["i"], dtype="<i8").tolist())
+            codes.append(np.arange(r["n"], dtype="<i4").tobytes())
+        else:
+            uniques.extend(col["u"])
+            codes.append(col["c"])
+    index = np.frombuffer(b"".join(codes), dtype="<i4").astype(np.int64)
+    return uniques, index + np.repeat(offsets, [r["n"] for r in raws])
 
 
-def assemble_step(batches: list[dict[str, Any]]) -> tuple[StepSamples, float | None]:
-    """Concatenate decoded batches of one step into canonical-order StepSamples.
+def _vocabulary(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
+    """A string column of few values (env, reasons): its distinct values, sorted, and each
+    sample's index into them."""
+    uniques, index = _strings(raws, name)
+    vocab = sorted(set(uniques))
+    position = {v: i for i, v in enumerate(vocab)}
+    return vocab, np.array([position[u] for u in uniques], dtype=np.int64)[index]
 
-    Returns the samples and the latest sample `time` (None when no sample carried one)."""
-    sample_codes = np.unique(_id_concat(batches, "sample_id"), return_inverse=True)[1]
-    group_codes = np.unique(_id_concat(batches, "group_id"), return_inverse=True)[1]
-    reward = np.concatenate([b["reward"] for b in batches])
+
+def _id_codes(raws: list[Raw], step_of_batch: np.ndarray, n_steps: int,
+              name: str) -> np.ndarray:
+    """Codes that order the ids of each step. Integer ids stay integers; if any batch of a step
+    used strings, all of that step's become strings (so 7 and "7" are one id, as they are on
+    the wire). Steps of the two kinds are coded apart: codes only compare within a step."""
+    text = np.array([r[name].get("i") is None for r in raws], dtype=bool)
+    stringy = np.zeros(n_steps, dtype=bool)
+    stringy[step_of_batch[text]] = True
+    sizes = [r["n"] for r in raws]
+    codes = np.empty(int(sum(sizes)), dtype=np.int64)
+    as_int = ~stringy[step_of_batch]
+    if as_int.any():
+        ints = np.frombuffer(b"".join(r[name]["i"] for r, yes in zip(raws, as_int, strict=True)
+                                      if yes), dtype="<i8")
+        codes[np.repeat(as_int, sizes)] = np.unique(ints, return_inverse=True)[1]
+    if not as_int.all():
+        mine = [r for r, yes in zip(raws, as_int, strict=True) if not yes]
+        uniques, index = _strings(mine, name)
+        # Python sorts runs of sorted strings (each batch's uniques are) far faster than numpy
+        # sorts strings; equal strings share a rank.
+        rank = dict(zip(sorted(uniques), range(len(uniques)), strict=True))
+        ranks = np.fromiter(map(rank.__getitem__, uniques), dtype=np.int64, count=len(uniques))
+        codes[np.repeat(~as_int, sizes)] = ranks[index]
+    return codes
+
+
+def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
+    """Concatenate the unpacked batches of some steps (one list per step, each non-empty) into
+    canonical-order StepSamples: by step, then group, sample id and reward. Work is per column
+    over all batches at once, not per batch.
+
+    Returns the samples and the latest sample `time` per step (NaN where no sample carried
+    one)."""
+    raws = [r for rs in steps for r in rs]
+    sizes = np.array([r["n"] for r in raws], dtype=np.int64)
+    step_of_batch = np.repeat(np.arange(len(steps)), [len(rs) for rs in steps])
+    step = np.repeat(step_of_batch, sizes)
+    sample_codes = _id_codes(raws, step_of_batch, len(steps), "sample_id")
+    group_codes = _id_codes(raws, step_of_batch, len(steps), "group_id")
+    reward = np.frombuffer(b"".join(r["reward"] for r in raws), dtype="<f8")
     # lexsort: last key is primary. Ties (same group, sample id and reward) are duplicates.
-    order = np.lexsort((reward, sample_codes, group_codes))
+    order = np.lexsort((reward, sample_codes, group_codes, step))
+    step, group_codes = step[order], group_codes[order]
+    new_group = np.ones(order.size, dtype=bool)
+    new_group[1:] = (step[1:] != step[:-1]) | (group_codes[1:] != group_codes[:-1])
 
-    envs = _str_concat(batches, "env")[order]
-    env_names, env_codes = np.unique(envs, return_inverse=True)
-    if env_names.size and env_names[0] == "":
+    env_names, env_codes = _vocabulary(raws, "env")
+    if env_names and env_names[0] == "":
         env_names, env_codes = env_names[1:], env_codes - 1
-    discard_names = _str_concat(batches, "discard_reason")[order]
-    discard = np.zeros(order.size, dtype=np.int8)
-    for code, name in enumerate(DISCARD_NAMES[1:], start=1):
-        discard[discard_names == name] = code
+    reasons, reason_codes = _vocabulary(raws, "discard_reason")
+    known = [DISCARD_NAMES.index(r) if r in DISCARD_NAMES[1:] else 0 for r in reasons]
+    discard = np.array(known, dtype=np.int8)[reason_codes[order]]
 
     def column(name: str) -> np.ndarray | None:
-        col = _float_concat(batches, lambda b: b.get(name))
+        col = _floats(raws, lambda r: r.get(name))
         return None if col is None else col[order]
 
     stop_length = None
-    if any("stop_reason" in b for b in batches):
-        reasons = _str_concat(batches, "stop_reason")[order]
-        stop_length = np.where(reasons == "", np.nan, (reasons == "length").astype(np.float64))
-    names = sorted({k for b in batches for k in b["metrics"]})
-    metrics = {
-        k: _float_concat(batches, lambda b, k=k: b["metrics"].get(k))[order]  # type: ignore[index]
-        for k in names
-    }
+    if any("stop_reason" in r for r in raws):
+        stops, stop_codes = _vocabulary(raws, "stop_reason")
+        lut = np.array([np.nan if v == "" else float(v == "length") for v in stops])
+        stop_length = lut[stop_codes[order]]
+    names = sorted({k for r in raws for k in r["metrics"]})
+    metrics = {k: _floats(raws, lambda r, k=k: r["metrics"].get(k))[order]  # type: ignore[index]
+               for k in names}
+    metric_steps = {k: np.array([any(k in r["metrics"] for r in rs) for rs in steps])
+                    for k in names}
+    latest = np.full(len(steps), np.nan)
     times = column("time")
-    latest = None if times is None or np.isnan(times).all() else float(np.nanmax(times))
+    if times is not None and order.size:
+        starts = np.flatnonzero(np.diff(step, prepend=-1))
+        latest[step[starts]] = np.fmax.reduceat(times, starts)
     samples = StepSamples(
         reward=reward[order],
-        group=np.unique(group_codes[order], return_inverse=True)[1].astype(np.int64),
-        env=env_codes.astype(np.int64),
-        env_names=[str(e) for e in env_names],
+        group=np.cumsum(new_group) - 1,
+        env=env_codes[order],
+        env_names=list(env_names),
         discard=discard,
         advantage=column("advantage"),
         prompt_tokens=column("prompt_tokens"),
@@ -128,5 +204,15 @@ def assemble_step(batches: list[dict[str, Any]]) -> tuple[StepSamples, float | N
         stop_length=stop_length,
         off_policy_steps=column("off_policy_steps"),
         metrics=metrics,
+        step=step,
+        n_steps=len(steps),
+        metric_steps=metric_steps,
     )
     return samples, latest
+
+
+def assemble_step(blobs: list[bytes]) -> tuple[StepSamples, float | None]:
+    """`assemble_steps` of one step's stored blobs: the samples and the latest sample `time`
+    (None when no sample carried one)."""
+    samples, latest = assemble_steps([[unpack(b) for b in blobs]])
+    return samples, None if np.isnan(latest[0]) else float(latest[0])

@@ -25,20 +25,21 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from ingest import broadcast
-from ingest.aggregate import aggregate_blobs
+from ingest.aggregate import Table, aggregate_blobs
 from ingest.compact import compact_run
-from ingest.models import Run, Series, StepState
+from ingest.models import Run, Series
 from ingest.normalize import Observed
 from ingest.observed import observed_ranges
 from ingest.reads import pending_steps
-from ingest.samples import EnvRanges, SeriesKey
+from ingest.samples import EnvRanges
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, env_ranges, publish_series_pks
 from ingest.worker import die_with_parent
 
 log = logging.getLogger(__name__)
 
-STEPS_PER_PASS = 32
+STEPS_PER_PASS = 512  # steps aggregated together in one pass (one set of numpy calls) ...
+SAMPLES_PER_PASS = 250_000  # ... as long as their samples stay under this (one step always)
 QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
 MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
 PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
@@ -47,12 +48,15 @@ T = TypeVar("T")
 
 
 @dataclass
-class StepResult:
-    step: int
-    version: int
-    time: float
-    n: int
-    values: dict[SeriesKey, float]
+class PassResult:
+    """The aggregates of one pass's steps: row i of `table` is step `steps[i]`, aggregated from
+    its batches as of `versions[i]`, with `n[i]` samples, its points at time `times[i]`."""
+
+    steps: list[int]
+    versions: list[int]
+    times: np.ndarray
+    n: np.ndarray
+    table: Table
 
 
 def dirty_runs() -> list[int]:
@@ -61,37 +65,58 @@ def dirty_runs() -> list[int]:
         return [row[0] for row in cur.fetchall()]
 
 
-def compute_dirty(run_id: int) -> list[StepResult]:
-    """Aggregate up to STEPS_PER_PASS dirty steps from their committed batches. Takes no lock:
+def _in(values: list[int]) -> str:
+    return "(" + ", ".join(["%s"] * len(values)) + ")"
+
+
+def compute_dirty(run_id: int, after: int | None = None) -> PassResult | None:
+    """Aggregate the first dirty steps of a run (after step `after` if given; up to
+    STEPS_PER_PASS, SAMPLES_PER_PASS) from their committed batches, together. Takes no lock:
     the version read first guarantees the batches read after it include all of that version."""
+    t0 = time.perf_counter()
     with connection.cursor() as cur:
+        later = "" if after is None else f" AND step > {int(after)}"
         cur.execute("SELECT step, version, first_seen FROM ingest_stepstate WHERE run_id = %s"
-                    " AND dirty ORDER BY step LIMIT %s", [run_id, STEPS_PER_PASS])
-        steps = cur.fetchall()
-    if not steps:
-        return []
-    ranges = env_ranges(run_id)
-    observed = observed_ranges(run_id)
-    results = []
-    for step, version, first_seen in steps:
-        with connection.cursor() as cur:
-            cur.execute("SELECT data FROM ingest_samplebatch WHERE run_id = %s AND step = %s",
-                        [run_id, step])
-            blobs = [bytes(row[0]) for row in cur.fetchall()]
-        n, latest, values = _aggregate(blobs, ranges, observed)
-        t = latest if latest is not None else first_seen
-        results.append(StepResult(step, version, t, n, values))
-    return results
+                    " AND dirty" + later + " ORDER BY step LIMIT %s", [run_id, STEPS_PER_PASS])
+        states = cur.fetchall()
+        if not states:
+            return None
+        steps = [row[0] for row in states]
+        cur.execute("SELECT step, SUM(n) FROM ingest_samplebatch WHERE run_id = %s AND step IN "
+                    + _in(steps) + " GROUP BY step", [run_id, *steps])
+        sizes = dict(cur.fetchall())
+        total = np.cumsum([sizes.get(step, 0) for step in steps])
+        states = states[:max(1, int(np.searchsorted(total, SAMPLES_PER_PASS, side="right")))]
+        steps = [row[0] for row in states]
+        cur.execute("SELECT step, data FROM ingest_samplebatch WHERE run_id = %s AND step IN "
+                    + _in(steps) + " ORDER BY step, id", [run_id, *steps])
+        blobs: dict[int, list[bytes]] = {step: [] for step in steps}
+        for step, data in cur.fetchall():
+            blobs[step].append(bytes(data))
+    with_data = [i for i, step in enumerate(steps) if blobs[step]]
+    n_with, latest, found = _aggregate([blobs[steps[i]] for i in with_data],
+                                       env_ranges(run_id), observed_ranges(run_id))
+    n = np.zeros(len(steps), dtype=np.int64)
+    n[with_data] = n_with
+    values = np.full((len(steps), len(found.keys)), np.nan)
+    values[with_data] = found.values
+    times = np.array([row[2] for row in states], dtype=np.float64)
+    times[with_data] = np.where(np.isnan(latest), times[with_data], latest)
+    log.debug("run %s: %d steps aggregated in %.3f s", run_id, len(steps),
+              time.perf_counter() - t0)
+    return PassResult(steps, [row[1] for row in states], times, n, Table(found.keys, values))
 
 
 _POOL: ProcessPoolExecutor | None = None
 
 
-def _aggregate(blobs: list[bytes], ranges: dict[str, EnvRanges], observed: Observed
-               ) -> tuple[int, float | None, dict[SeriesKey, float]]:
+def _aggregate(blobs: list[list[bytes]], ranges: dict[str, EnvRanges], observed: Observed
+               ) -> tuple[np.ndarray, np.ndarray, Table]:
     """In a worker process when TELESCOPE_AGGREGATE_WORKERS > 0 (the server's default), so a
-    big step's numpy work never holds the GIL that the ingest thread needs for its acks."""
+    pass's numpy work never holds the GIL that the ingest thread needs for its acks."""
     global _POOL
+    if not blobs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), Table([], np.zeros((0, 0)))
     workers = getattr(settings, "TELESCOPE_AGGREGATE_WORKERS", 0)
     if workers <= 0:
         return aggregate_blobs(blobs, ranges, observed)
@@ -105,35 +130,104 @@ def _aggregate(blobs: list[bytes], ranges: dict[str, EnvRanges], observed: Obser
         raise
 
 
-def write_results(run_id: int, results: list[StepResult]) -> Outcome | None:
-    """Write the points of the results whose step version is still current, under the run's
-    row lock (as ingest takes it), and clear those steps' dirty flags."""
+def write_results(run_id: int, result: PassResult) -> Outcome | None:
+    """Write the points of the steps whose version is still current (else a batch came in
+    since: they stay dirty and are recomputed), under the run's row lock (as ingest takes it),
+    and clear those steps' dirty flags. Only points that differ from what the step's previous
+    aggregation wrote are written; statistics it no longer has are withdrawn."""
     created: dict[tuple[int, str], int] = {}
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None:
             return None
-        current = dict(StepState.objects.filter(run_id=run_id, step__in=[r.step for r in results])
-                       .values_list("step", "version"))
+        with connection.cursor() as cur:
+            cur.execute("SELECT step, version, derived_series, derived_values, derived_time"
+                        " FROM ingest_stepstate WHERE run_id = %s AND step IN "
+                        + _in(result.steps), [run_id, *result.steps])
+            previous = {row[0]: row[1:] for row in cur.fetchall()}
+        rows = [i for i, (step, version) in enumerate(zip(result.steps, result.versions,
+                                                          strict=True))
+                if previous.get(step, (None,))[0] == version]
         writer = PointWriter(run, created)
-        for r in results:
-            if current.get(r.step) == r.version:  # else a batch came in since: recompute later
-                _write_step(writer, r)
+        if rows:
+            _write_changes(writer, result, rows, [previous[result.steps[i]][1:] for i in rows])
         outcome = writer.finish("", run_created=False)
         publish_series_pks(created)
     return outcome
 
 
+def _write_changes(w: PointWriter, r: PassResult, rows: list[int],
+                   previous: list[tuple[Any, Any, float | None]]) -> None:
+    """Diff each step's new aggregates against its previous ones (vectorized over the pass's
+    steps) and write the difference: new or changed values, every point of a step whose time
+    moved, tombstones for vanished statistics. Then record the new state of each step."""
+    keys = r.table.keys
+    pks = np.asarray(w.series_pks(keys), dtype=np.int64)
+    values = r.table.values[rows]
+    times = r.times[rows]
+    i, j = np.nonzero(~np.isnan(values))  # row-major: grouped by step
+    new_pk, new_v = pks[j], values[i, j]
+    old_pk = [np.frombuffer(bytes(p[0]), dtype="<i8") for p in previous]
+    old_v = [np.frombuffer(bytes(p[1]), dtype="<f8") if len(p[1]) == 8 * pk.size
+             else np.full(pk.size, np.nan) for p, pk in zip(previous, old_pk, strict=True)]
+    old_t = np.array([np.nan if p[2] is None else p[2] for p in previous])
+    old_i = np.repeat(np.arange(len(rows)), [pk.size for pk in old_pk])
+    old_pk_all = np.concatenate([np.zeros(0, dtype=np.int64), *old_pk])
+    old_v_all = np.concatenate([np.zeros(0), *old_v])
+    span = int(max(pks.max(initial=0), old_pk_all.max(initial=0))) + 1
+    new_key, old_key = i * span + new_pk, old_i * span + old_pk_all
+    order = np.argsort(old_key)
+    pos = np.searchsorted(old_key[order], new_key)
+    found = pos < old_key.size
+    found[found] = old_key[order][pos[found]] == new_key[found]
+    before = np.full(new_key.size, np.nan)
+    before[found] = old_v_all[order][pos[found]]
+    same = (before == new_v) & (old_t[i] == times[i])
+    change = np.flatnonzero(~same)
+    sids = [series_id(*k) for k in keys]
+    steps = np.asarray(r.steps, dtype=np.int64)[rows]
+    w.add_rows([sids[x] for x in j[change].tolist()], new_pk[change].tolist(),
+               steps[i[change]].tolist(), times[i[change]].tolist(), new_v[change].tolist())
+    gone = np.flatnonzero(~np.isin(old_key, new_key))
+    if gone.size:  # rare: e.g. a declaration removed, a late sample empties a Gini mean
+        gone_pk = old_pk_all[gone]
+        sid_of = dict(Series.objects.filter(pk__in=np.unique(gone_pk).tolist())
+                      .values_list("pk", "sid"))
+        w.add_rows([sid_of[pk] for pk in gone_pk.tolist()], gone_pk.tolist(),
+                   steps[old_i[gone]].tolist(), times[old_i[gone]].tolist(), [None] * gone.size)
+    bounds = np.searchsorted(i, np.arange(len(rows) + 1))
+    with connection.cursor() as cur:
+        cur.executemany(
+            "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s,"
+            " derived_values = %s, derived_time = %s, dirty = %s, done_version = %s"
+            " WHERE run_id = %s AND step = %s",
+            [(int(r.n[row]), new_pk[a:b].astype("<i8").tobytes(),
+              new_v[a:b].astype("<f8").tobytes(), float(times[k]), False, r.versions[row],
+              w.run.pk, r.steps[row])
+             for k, (row, a, b) in enumerate(zip(rows, bounds[:-1].tolist(),
+                                                 bounds[1:].tolist(), strict=True))])
+
+
 def materialize(run_id: int) -> Outcome | None:
     """One pass over a run's dirty steps; None when nothing was dirty."""
-    results = compute_dirty(run_id)
-    return write_results(run_id, results) if results else None
+    result = compute_dirty(run_id)
+    return None if result is None else write_counted(run_id, result)[0]
+
+
+def write_counted(run_id: int, result: PassResult) -> tuple[Outcome | None, int]:
+    """`write_results`, and the steps still dirty after it."""
+    t0 = time.perf_counter()
+    outcome = write_results(run_id, result)
+    written = sum(len(p["step"]) for p in outcome.points.values()) if outcome else 0
+    log.debug("run %s: %d points of %d steps written in %.3f s", run_id, written,
+              len(result.steps), time.perf_counter() - t0)
+    return outcome, pending_steps(run_id)
 
 
 def materialize_pass(run_id: int) -> tuple[Outcome | None, int]:
     """One pass, and the steps still dirty after it (0 when nothing was dirty)."""
-    outcome = materialize(run_id)
-    return outcome, 0 if outcome is None else pending_steps(run_id)
+    result = compute_dirty(run_id)
+    return (None, 0) if result is None else write_counted(run_id, result)
 
 
 def behind(run_id: int) -> dict[int, int]:
@@ -182,33 +276,6 @@ def materialize_all(run_id: int | None = None, max_passes: int = MAX_PASSES,
     return outcomes
 
 
-def _write_step(w: PointWriter, r: StepResult) -> None:
-    keys = list(r.values)
-    pks = w.series_pks(keys)
-    w.add_points([series_id(*k) for k in keys], pks, r.step, r.time, list(r.values.values()))
-    with connection.cursor() as cur:
-        cur.execute("SELECT derived_series FROM ingest_stepstate WHERE run_id = %s"
-                    " AND step = %s", [w.run.pk, r.step])
-        previous = np.frombuffer(bytes(cur.fetchone()[0]), dtype="<i8")
-        cur.execute(
-            "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s, dirty = %s,"
-            " done_version = %s WHERE run_id = %s AND step = %s",
-            [r.n, np.asarray(pks, dtype="<i8").tobytes(), False, r.version, w.run.pk, r.step])
-    _withdraw_vanished(w, r.step, r.time, previous, pks)
-
-
-def _withdraw_vanished(w: PointWriter, step: int, t: float, previous: np.ndarray,
-                       current: list[int]) -> None:
-    """Tombstone points of statistics that no longer have a value at this step (rare: e.g. a
-    late sample below the declared minimum empties a Gini mean)."""
-    gone = np.setdiff1d(previous, np.asarray(current, dtype=np.int64))
-    if not gone.size:
-        return
-    rows = Series.objects.filter(pk__in=gone.tolist()).values_list("pk", "sid")
-    pks, sids = [r[0] for r in rows], [r[1] for r in rows]
-    w.add_points(sids, pks, step, t, [None] * len(pks))
-
-
 class Materializer:
     """Per-process scheduler. `kick(run_id)` after an ack; a run is aggregated once its batches
     pause for QUIET_SECONDS (or after MAX_DELAY_SECONDS of steady arrivals), so the batches of
@@ -220,6 +287,8 @@ class Materializer:
         self.pending: dict[int | None, tuple[float, float]] = {}
         self.task: asyncio.Task[None] | None = None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="materialize")
+        # The next pass is aggregated on this thread while the current one is written.
+        self.ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aggregate")
 
     def kick(self, run_id: int | None) -> None:
         now = time.monotonic()
@@ -244,25 +313,41 @@ class Materializer:
 
     async def _drain(self, run_id: int) -> None:
         """Pass after pass until the run has no dirty step, publishing each pass's points as
-        it commits. A backlog of more than a pass (say, after a range change; not the step a
-        live stream is writing) also publishes its progress, at most every PROGRESS_SECONDS,
-        then 0 when done."""
+        it commits; the next pass is aggregated while this one is written. A backlog of more
+        than a pass (say, after a range change; not the step a live stream is writing) also
+        publishes its progress, at most every PROGRESS_SECONDS, then 0 when done."""
         reported_at = None
-        for _ in range(MAX_PASSES):
-            outcome, left = await self._call(materialize_pass, run_id)
-            if outcome is None:
-                break
-            await broadcast.publish(outcome)
-            now = time.monotonic()
-            backlog = left > STEPS_PER_PASS or (reported_at is not None and left)
-            if backlog and (reported_at is None or now - reported_at >= PROGRESS_SECONDS):
-                await broadcast.publish_progress(run_id, left)
-                reported_at = now
-            if not left:
-                break
+        after: int | None = None  # the last step of the pass being written
+        ahead = self._compute(run_id, None)
+        try:
+            for _ in range(MAX_PASSES):
+                result = await ahead
+                if result is None:
+                    if after is None:
+                        break
+                    after = None  # from the start again: steps re-dirtied meanwhile
+                    ahead = self._compute(run_id, None)
+                    continue
+                after = result.steps[-1]
+                ahead = self._compute(run_id, after)
+                outcome, left = await self._call(write_counted, run_id, result)
+                if outcome is None:
+                    continue
+                await broadcast.publish(outcome)
+                now = time.monotonic()
+                backlog = left > STEPS_PER_PASS or (reported_at is not None and left)
+                if backlog and (reported_at is None or now - reported_at >= PROGRESS_SECONDS):
+                    await broadcast.publish_progress(run_id, left)
+                    reported_at = now
+        finally:
+            await asyncio.wait([ahead])  # never leave an aggregation running unowned
         if reported_at is not None:
             await broadcast.publish_progress(run_id, 0)
         await self._call(compact, run_id)
+
+    def _compute(self, run_id: int, after: int | None) -> asyncio.Future[PassResult | None]:
+        return asyncio.ensure_future(database_sync_to_async(
+            compute_dirty, thread_sensitive=False, executor=self.ahead)(run_id, after))
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` on the materializer's own thread (its own database connection)."""

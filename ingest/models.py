@@ -198,7 +198,11 @@ class StepState(models.Model):
     dirty = models.BooleanField(default=False)
     version = models.BigIntegerField(default=0)
     done_version = models.BigIntegerField(default=0)  # the version last aggregated (barrier)
-    derived_series = models.BinaryField(default=b"")  # int64 pks of series with a point here
+    # What the step's last aggregation wrote: int64 pks of the series with a point here, their
+    # float64 values and the points' time. The next aggregation writes only what differs.
+    derived_series = models.BinaryField(default=b"")
+    derived_values = models.BinaryField(default=b"")
+    derived_time = models.FloatField(null=True)
 
     class Meta:
         constraints = [

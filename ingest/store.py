@@ -140,11 +140,21 @@ class PointWriter:
 
     def add_points(self, sids: list[str], pks: list[int], step: int, t: float,
                    values: list[float | None], shown: list[Any] | None = None) -> None:
-        """Points to write; `shown` are the values live pages get when they differ from the
-        stored ones (a categorical key's strings for its codes)."""
-        for sid, pk, v, s in zip(sids, pks, values, shown or values, strict=True):
-            self.rows.append((self.run.pk, pk, step, t, v, self.seq))
-            pt = self.points.setdefault(sid, {"step": [], "time": [], "value": []})
+        """Points of one step to write; `shown` are the values live pages get when they differ
+        from the stored ones (a categorical key's strings for its codes)."""
+        n = len(sids)
+        self.add_rows(sids, pks, [step] * n, [t] * n, values, shown)
+
+    def add_rows(self, sids: list[str], pks: list[int], steps: list[int], times: list[float],
+                 values: list[float | None], shown: list[Any] | None = None) -> None:
+        """Points to write, one per (series, step) given."""
+        rid, seq = self.run.pk, self.seq
+        self.rows.extend(zip([rid] * len(pks), pks, steps, times, values, [seq] * len(pks),
+                             strict=True))
+        for sid, step, t, s in zip(sids, steps, times, shown or values, strict=True):
+            pt = self.points.get(sid)
+            if pt is None:
+                pt = self.points[sid] = {"step": [], "time": [], "value": []}
             pt["step"].append(step)
             pt["time"].append(t)
             pt["value"].append(s)
@@ -273,10 +283,10 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
              for s in steps for mask in [msg.step == s]])
         cur.executemany(
             "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, dirty, version,"
-            " done_version, derived_series) VALUES (%s, %s, %s, 0, %s, 1, 0, %s)"
-            " ON CONFLICT (run_id, step)"
+            " done_version, derived_series, derived_values) VALUES (%s, %s, %s, 0, %s, 1, 0,"
+            " %s, %s) ON CONFLICT (run_id, step)"
             " DO UPDATE SET dirty = excluded.dirty, version = ingest_stepstate.version + 1",
-            [(w.run.pk, s, now, True, b"") for s in steps.tolist()],
+            [(w.run.pk, s, now, True, b"", b"") for s in steps.tolist()],
         )
     if merge_observed(w.run.pk, msg, env_ranges(w.run.pk)):
         mark_all_dirty(w.run.pk)  # a wider observed range renormalizes every step

@@ -83,4 +83,5 @@ def _materializer_leaves_no_connection(django_db_setup: None,
     from ingest.materialize import MATERIALIZER
 
     with django_db_blocker.unblock():
-        MATERIALIZER.executor.submit(connections.close_all).result(timeout=60)
+        for executor in (MATERIALIZER.executor, MATERIALIZER.ahead):
+            executor.submit(connections.close_all).result(timeout=60)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.materialize import STEPS_PER_PASS
 from ingest.series_ids import series_id
 from tests.browser.conftest import wait_chart
 from tests.browser.test_metrics_page import open_metrics
 
 pytestmark = pytest.mark.browser
 
-STEPS = 400
+STEPS = 3 * STEPS_PER_PASS + 5  # a backlog of several passes
 
 # Every text the progress badge shows while visible, in order (the backlog may be worked off
 # faster than a poll could see it).

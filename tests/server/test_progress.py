@@ -14,8 +14,8 @@ from channels.testing import WebsocketCommunicator
 from django.core.management import call_command
 from django.test import Client
 
-from ingest import reads
-from ingest.materialize import STEPS_PER_PASS, materialize_all
+from ingest import materialize, reads
+from ingest.materialize import materialize_all
 from ingest.models import Run
 from ingest.series_ids import series_id
 from ingest.store import replace_environments
@@ -25,7 +25,13 @@ from trainer_hooks.protocol import EnvironmentDecl
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-STEPS = 3 * STEPS_PER_PASS + 5  # several passes: a backlog
+PASS = 32  # steps per pass here, so a small run makes a backlog of several passes
+STEPS = 3 * PASS + 5
+
+
+@pytest.fixture(autouse=True)
+def small_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(materialize, "STEPS_PER_PASS", PASS)
 
 
 def many_steps(run: str = "r") -> dict[str, Any]:

@@ -1,0 +1,125 @@
+"""Aggregating many steps in one pass (ingest.aggregate.aggregate_steps, ingest.columns
+.assemble_steps) gives, step for step, what aggregating each step alone gives."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ingest import columns
+from ingest.aggregate import aggregate_step, aggregate_steps
+from ingest.normalize import Observed
+from ingest.samples import StepSamples
+from tests.unit.test_aggregate import steps
+from trainer_hooks.protocol import validate_message
+
+
+def stack(parts: list[StepSamples]) -> StepSamples:
+    """Several one-step StepSamples as one: environments united by name, groups offset."""
+    names = sorted({n for p in parts for n in p.env_names})
+    offset, out = 0, {"reward": [], "group": [], "env": [], "discard": [], "step": []}
+    optional = ("advantage", "prompt_tokens", "completion_tokens", "stop_length",
+                "off_policy_steps")
+    cols: dict[str, list] = {c: [] for c in optional}
+    metric_names = sorted({m for p in parts for m in p.metrics})
+    metrics: dict[str, list] = {m: [] for m in metric_names}
+    for i, p in enumerate(parts):
+        remap = np.array([names.index(n) for n in p.env_names] + [-1], dtype=np.int64)
+        out["reward"].append(p.reward)
+        out["group"].append(p.group + offset)
+        offset += int(p.group.max()) + 1
+        out["env"].append(remap[p.env])
+        out["discard"].append(p.discard)
+        out["step"].append(np.full(p.n, i, dtype=np.int64))
+        for c in optional:
+            v = getattr(p, c)
+            cols[c].append(np.full(p.n, np.nan) if v is None else v)
+        for m in metric_names:
+            metrics[m].append(p.metrics.get(m, np.full(p.n, np.nan)))
+    joined = {k: np.concatenate(v) for k, v in out.items()}
+    return StepSamples(
+        reward=joined["reward"], group=joined["group"], env=joined["env"], env_names=names,
+        discard=joined["discard"].astype(np.int8),
+        **{c: None if all(getattr(p, c) is None for p in parts) else np.concatenate(cols[c])
+           for c in optional},
+        metrics={m: np.concatenate(v) for m, v in metrics.items()},
+        step=joined["step"], n_steps=len(parts),
+        metric_steps={m: np.array([m in p.metrics for p in parts]) for m in metric_names},
+    )
+
+
+@st.composite
+def several_steps(draw):
+    cases = draw(st.lists(steps(), min_size=1, max_size=4))
+    ranges: dict = {}
+    for _, r in cases:
+        ranges.update(r)
+    lo = draw(st.sampled_from([-1.0, 0.0]))
+    observed: Observed = {(n, "reward", "reward"): (lo, 2.0)
+                          for p, _ in cases for n in [*p.env_names, ""]}
+    return [p for p, _ in cases], ranges, observed
+
+
+def same(got: dict, want: dict) -> None:
+    assert set(got) == set(want), (set(got) ^ set(want))
+    for key, value in got.items():
+        assert np.isclose(value, want[key], rtol=1e-9, atol=1e-12), (key, value, want[key])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(several_steps())
+def test_many_steps_at_once_equal_each_step_alone(case):
+    parts, ranges, observed = case
+    table = aggregate_steps(stack(parts), ranges, observed)
+    assert table.values.shape == (len(parts), len(table.keys))
+    for i, part in enumerate(parts):
+        same(table.row(i), aggregate_step(part, ranges, observed))
+
+
+def samples_message(step: int, ids: list, groups: list, rewards: list, envs: list,
+                    metric: list | None):
+    obj = {"v": 1, "id": f"m{step}-{ids[0]}", "type": "samples", "run": "r",
+           "step": [step] * len(ids), "sample_id": ids, "group_id": groups,
+           "reward": rewards, "env": envs}
+    if metric is not None:
+        obj["metrics"] = {"correct": metric}
+    return validate_message(obj)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_assembling_many_steps_keeps_each_steps_canonical_order(data):
+    per_step = []
+    for step in range(data.draw(st.integers(1, 4))):
+        n = data.draw(st.integers(1, 12))
+        as_text = data.draw(st.booleans())  # steps with string ids beside steps with integers
+        ids = [str(i) if as_text else i for i in range(n)]
+        groups = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+        rewards = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=n, max_size=n))
+        envs = data.draw(st.lists(st.sampled_from(["a", "b"]), min_size=n, max_size=n))
+        metric = data.draw(st.none() | st.lists(st.just(1.0), min_size=n, max_size=n))
+        msg = samples_message(step, ids, groups, rewards, envs, metric)
+        cut = data.draw(st.integers(0, n))  # split into two batches (the first may be empty)
+        masks = [np.arange(n) < cut, np.arange(n) >= cut]
+        per_step.append([columns.encode_batch(msg, m) for m in masks if m.any()])
+    together, _ = columns.assemble_steps([[columns.unpack(b) for b in blobs]
+                                          for blobs in per_step])
+    assert together.n_steps == len(per_step)
+    for i, batches in enumerate(per_step):
+        alone, _ = columns.assemble_step(batches)
+        mine = together.step == i
+        np.testing.assert_array_equal(together.reward[mine], alone.reward)
+        np.testing.assert_array_equal(together.discard[mine], alone.discard)
+        names = np.array([*together.env_names, ""])
+        alone_names = np.array([*alone.env_names, ""])
+        np.testing.assert_array_equal(names[together.env[mine]], alone_names[alone.env])
+        groups = together.group[mine]
+        np.testing.assert_array_equal(groups - groups.min(), alone.group)
+        if "correct" in together.metrics:
+            assert together.metric_steps["correct"][i] == ("correct" in alone.metrics)
+        else:
+            assert not alone.metrics
+    firsts = [together.group[together.step == i].min() for i in range(len(per_step))]
+    lasts = [together.group[together.step == i].max() for i in range(len(per_step))]
+    assert all(last < first for last, first in zip(lasts[:-1], firsts[1:], strict=True))
