@@ -19,11 +19,12 @@ from ingest.models import Run
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 
 # The Metrics page's ES modules, preloaded so the browser fetches them in parallel rather than
-# discovering them import by import.
-METRICS_MODULES = [f"js/{name}.js" for name in (
-    "metrics", "api", "catalog", "chart", "controls", "custom", "dom", "layout", "live",
-    "normalized", "prefs", "runbar", "scheduler", "sketch", "states", "store", "text", "traces",
-    "transforms", "view")]
+# discovering them import by import: every module but the Runs page's own.
+METRICS_MODULES = ["js/metrics.js"] + sorted(
+    f"js/{p.name}" for p in (settings.BASE_DIR / "static" / "js").glob("*.js")
+    if p.stem not in ("metrics", "runs"))
+# Its style sheets beside the site's app.css: one per feature of the charts.
+METRICS_STYLESHEETS = [f"css/{name}.css" for name in ("charts", "heatmap", "health")]
 
 
 @require_GET
@@ -40,6 +41,7 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     # The catalog rides along with the page: the charts can be laid out without a round trip.
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
                "catalog": reads.catalog(run), "modules": METRICS_MODULES,
+               "stylesheets": METRICS_STYLESHEETS,
                "layout": layout_of(run, _dashboard(request)) if view == "custom" else None}
     return render(request, "metrics.html", context)
 

@@ -1,6 +1,7 @@
 // One chart card of the All view: its DOM, per-chart settings, Plotly rendering and release,
 // zoom-driven detail loading, fullscreen, CSV and PNG export.
 
+import { addonDrawn, addonTools } from './addons.js';
 import { getSeries, MAX_POINTS_LIMIT } from './api.js';
 import { download, h, icon } from './dom.js';
 import { EVERY_ENV, familyTitle, selectMembers, TWINNED_STATS } from './compose.js';
@@ -63,7 +64,8 @@ export class Chart {
       h('button', { type: 'button', class: 'tool', 'aria-label': `Download CSV of ${label}`, title: 'Download CSV',
         onclick: () => this.exportCSV() }, 'CSV'),
       h('button', { type: 'button', class: 'tool', 'aria-label': `Download PNG of ${label}`, title: 'Download PNG',
-        onclick: () => this.exportPNG() }, 'PNG'));
+        onclick: () => this.exportPNG() }, 'PNG'),
+      ...addonTools(this));
     // data-series-id stays the catalog entry's (raw) id whatever Normalize shows, so a chart
     // keeps one identity; data-plotted-id names the series drawn for the first run.
     this.plot = h('div', { class: this.categorical ? 'plot states' : 'plot',
@@ -299,6 +301,7 @@ export class Chart {
     this.updateNote(fig);
     this.updateBadge(fig);
     if (this.legend) this.updateLegend(fig.legend);
+    addonDrawn(this, fig);
     this.plot.dataset.plottedId = (this.page.runs[0] && this.idsFor(this.page.runs[0]).main) ?? '';
     const primary = fig.prepared.find((p) => p.run.id === this.page.runs[0]?.id);
     document.dispatchEvent(new CustomEvent('telescope:drawn', {

@@ -7,6 +7,7 @@ import { siblingKey, wantsBand } from './catalog.js';
 import { Controls } from './controls.js';
 import { CustomView } from './custom.js';
 import { firstMetricsHelp, h, runColor, themeColors } from './dom.js';
+import './features.js';
 import { LiveClient } from './live.js';
 import { ChartPrefs } from './prefs.js';
 import { RunBar } from './runbar.js';

@@ -1,0 +1,1 @@
+// Health hints of registered metrics (issue 10, item 3). Registers its chart add-on (addons.js).
