@@ -24,25 +24,53 @@ FLOAT_COLUMNS = ("reward", "advantage", "prompt_tokens", "completion_tokens",
 STRING_COLUMNS = ("sample_id", "group_id", "env", "stop_reason", "discard_reason")
 
 
-def encode_batch(s: Samples, mask: np.ndarray) -> bytes:
-    """The samples of `s` selected by `mask` as one compact blob."""
-    out: dict[str, Any] = {"n": int(mask.sum())}
+def _dictionaries(s: Samples) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each string column of the message as (sorted unique values, codes), computed once."""
+    out = {}
+    for name in STRING_COLUMNS:
+        col = getattr(s, name)
+        if col is not None and col.dtype.kind != "i":
+            out[name] = np.unique(col, return_inverse=True)
+    return out
+
+
+def _encode(s: Samples, idx: np.ndarray, dictionaries: dict[str, tuple[np.ndarray, np.ndarray]]
+            ) -> bytes:
+    out: dict[str, Any] = {"n": int(idx.size)}
     for name in FLOAT_COLUMNS:
         col = getattr(s, name)
         if col is not None:
-            out[name] = np.ascontiguousarray(col[mask], dtype="<f8").tobytes()
+            out[name] = np.ascontiguousarray(col[idx], dtype="<f8").tobytes()
     for name in STRING_COLUMNS:
         col = getattr(s, name)
         if col is None:
             continue
-        if col.dtype.kind == "i":
-            out[name] = {"i": np.ascontiguousarray(col[mask], dtype="<i8").tobytes()}
+        if name not in dictionaries:
+            out[name] = {"i": np.ascontiguousarray(col[idx], dtype="<i8").tobytes()}
         else:
-            uniques, codes = np.unique(col[mask], return_inverse=True)
-            out[name] = {"u": uniques.tolist(), "c": codes.astype("<i4").tobytes()}
-    out["metrics"] = {k: np.ascontiguousarray(v[mask], dtype="<f8").tobytes()
+            uniques, codes = dictionaries[name]
+            used, local = np.unique(codes[idx], return_inverse=True)
+            out[name] = {"u": uniques[used].tolist(), "c": local.astype("<i4").tobytes()}
+    out["metrics"] = {k: np.ascontiguousarray(v[idx], dtype="<f8").tobytes()
                       for k, v in s.metrics.items()}
-    return msgpack.packb(out, use_bin_type=True)
+    return msgpack.packb(out, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def encode_batch(s: Samples, mask: np.ndarray) -> bytes:
+    """The samples of `s` selected by `mask` as one compact blob."""
+    return _encode(s, np.flatnonzero(mask), _dictionaries(s))
+
+
+def encode_steps(s: Samples) -> list[tuple[int, int, bytes]]:
+    """(step, samples, blob) for every distinct step of a samples message, in step order: the
+    message is sorted by step once and sliced, so the cost is linear in its samples and steps."""
+    order = np.argsort(s.step, kind="stable")  # stable: a step keeps the message's order
+    steps = s.step[order]
+    starts = np.flatnonzero(np.diff(steps, prepend=steps[0] - 1))
+    ends = np.append(starts[1:], steps.size)
+    dictionaries = _dictionaries(s)
+    return [(int(steps[a]), int(b - a), _encode(s, order[a:b], dictionaries))
+            for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def decode_batch(blob: bytes) -> dict[str, Any]:

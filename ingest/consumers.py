@@ -58,7 +58,6 @@ class IngestConsumer(AsyncWebsocketConsumer):
         if self.project_id is None:
             await self.close(code=CLOSE_BAD_TOKEN)
             return
-        MATERIALIZER.kick(None)  # sweep steps a crashed process may have left dirty
         self.bucket = TokenBucket(settings.TELESCOPE_MAX_MESSAGES_PER_SECOND,
                                   settings.TELESCOPE_RATE_BURST)
 

@@ -43,6 +43,7 @@ SAMPLES_PER_PASS = 250_000  # ... as long as their samples stay under this (one 
 QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
 MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
 PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
+CLAIM_SECONDS = 60.0  # a claim not released by then (its process died) lapses
 MAX_PASSES = 10_000  # per run and drain: a step rewritten without pause cannot hold it forever
 T = TypeVar("T")
 
@@ -69,18 +70,21 @@ def _in(values: list[int]) -> str:
     return "(" + ", ".join(["%s"] * len(values)) + ")"
 
 
-def compute_dirty(run_id: int, after: int | None = None) -> PassResult | None:
-    """Aggregate the first dirty steps of a run (after step `after` if given; up to
-    STEPS_PER_PASS, SAMPLES_PER_PASS) from their committed batches, together. Takes no lock:
-    the version read first guarantees the batches read after it include all of that version."""
-    t0 = time.perf_counter()
-    with connection.cursor() as cur:
-        later = "" if after is None else f" AND step > {int(after)}"
+def claim(run_id: int, after: int | None = None) -> list[tuple[int, int, float]]:
+    """Claim the first dirty steps of a run no other pipeline holds (after step `after` if
+    given; up to STEPS_PER_PASS and SAMPLES_PER_PASS, one step at least) for CLAIM_SECONDS:
+    (step, version, first_seen) of each. On PostgreSQL rows another process is claiming are
+    skipped (FOR UPDATE SKIP LOCKED); SQLite serializes writers anyway."""
+    now = time.time()
+    later = "" if after is None else f" AND step > {int(after)}"
+    skip = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    with transaction.atomic(), connection.cursor() as cur:
         cur.execute("SELECT step, version, first_seen FROM ingest_stepstate WHERE run_id = %s"
-                    " AND dirty" + later + " ORDER BY step LIMIT %s", [run_id, STEPS_PER_PASS])
+                    " AND dirty AND (claimed_until IS NULL OR claimed_until < %s)" + later
+                    + " ORDER BY step LIMIT %s" + skip, [run_id, now, STEPS_PER_PASS])
         states = cur.fetchall()
         if not states:
-            return None
+            return []
         steps = [row[0] for row in states]
         cur.execute("SELECT step, SUM(n) FROM ingest_samplebatch WHERE run_id = %s AND step IN "
                     + _in(steps) + " GROUP BY step", [run_id, *steps])
@@ -88,6 +92,37 @@ def compute_dirty(run_id: int, after: int | None = None) -> PassResult | None:
         total = np.cumsum([sizes.get(step, 0) for step in steps])
         states = states[:max(1, int(np.searchsorted(total, SAMPLES_PER_PASS, side="right")))]
         steps = [row[0] for row in states]
+        cur.execute("UPDATE ingest_stepstate SET claimed_until = %s WHERE run_id = %s AND step IN "
+                    + _in(steps), [now + CLAIM_SECONDS, run_id, *steps])
+    return states
+
+
+def release(run_id: int, steps: list[int]) -> None:
+    """Give claimed steps back (written, or given up on)."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE ingest_stepstate SET claimed_until = NULL WHERE run_id = %s"
+                    " AND step IN " + _in(steps), [run_id, *steps])
+
+
+def compute_dirty(run_id: int, after: int | None = None) -> PassResult | None:
+    """Claim the first dirty steps of a run (see `claim`) and aggregate them from their
+    committed batches, together. Takes no lock: the version read first guarantees the batches
+    read after it include all of that version."""
+    t0 = time.perf_counter()
+    states = claim(run_id, after)
+    if not states:
+        return None
+    steps = [row[0] for row in states]
+    try:
+        return _compute(run_id, states, t0)
+    except BaseException:
+        release(run_id, steps)  # for another pass (or process) to try again at once
+        raise
+
+
+def _compute(run_id: int, states: list[tuple[int, int, float]], t0: float) -> PassResult:
+    steps = [row[0] for row in states]
+    with connection.cursor() as cur:
         cur.execute("SELECT step, data FROM ingest_samplebatch WHERE run_id = %s AND step IN "
                     + _in(steps) + " ORDER BY step, id", [run_id, *steps])
         blobs: dict[int, list[bytes]] = {step: [] for step in steps}
@@ -145,6 +180,7 @@ def write_results(run_id: int, result: PassResult) -> Outcome | None:
                         " FROM ingest_stepstate WHERE run_id = %s AND step IN "
                         + _in(result.steps), [run_id, *result.steps])
             previous = {row[0]: row[1:] for row in cur.fetchall()}
+        release(run_id, result.steps)
         rows = [i for i, (step, version) in enumerate(zip(result.steps, result.versions,
                                                           strict=True))
                 if previous.get(step, (None,))[0] == version]
@@ -286,16 +322,26 @@ class Materializer:
     def __init__(self) -> None:
         self.pending: dict[int | None, tuple[float, float]] = {}
         self.task: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="materialize")
         # The next pass is aggregated on this thread while the current one is written.
         self.ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aggregate")
 
     def kick(self, run_id: int | None) -> None:
+        """On the event loop: aggregate the run's dirty steps (every run's with None) soon."""
         now = time.monotonic()
         first = self.pending.get(run_id, (now, now))[0]
         self.pending[run_id] = (first, now)
-        if self.task is None or self.task.done():
+        self.loop = asyncio.get_running_loop()
+        if self.task is None or self.task.done() or self.task.get_loop() is not self.loop:
             self.task = asyncio.ensure_future(self._loop())
+
+    def notify(self, run_id: int) -> None:
+        """From any thread (the HTTP ingest view): `kick` on the pipeline's loop, if one runs
+        in this process; else the steps wait for a sweep."""
+        loop = self.loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(self.kick, run_id)
 
     async def _loop(self) -> None:
         while self.pending:
@@ -341,6 +387,9 @@ class Materializer:
                     reported_at = now
         finally:
             await asyncio.wait([ahead])  # never leave an aggregation running unowned
+            unused = None if ahead.cancelled() or ahead.exception() else ahead.result()
+            if unused is not None:  # the loop ended early: give its claimed steps back
+                await self._call(release, run_id, unused.steps)
         if reported_at is not None:
             await broadcast.publish_progress(run_id, 0)
         await self._call(compact, run_id)
@@ -363,6 +412,7 @@ async def sweep_forever(interval: float) -> None:
     `interval` seconds, any run with steps waiting — after a declaration change made by
     another process (`manage.py declare_ranges`), a widened observed range, or a crash — is
     aggregated, with no page or trainer connected."""
+    MATERIALIZER.loop = asyncio.get_running_loop()
     while True:
         try:
             for run_id in await MATERIALIZER._call(dirty_runs):

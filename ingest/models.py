@@ -203,6 +203,9 @@ class StepState(models.Model):
     derived_series = models.BinaryField(default=b"")
     derived_values = models.BinaryField(default=b"")
     derived_time = models.FloatField(null=True)
+    # A pipeline working on the step holds it until then (epoch seconds): with several server
+    # processes each dirty step is aggregated by one; a claim of a dead process runs out.
+    claimed_until = models.FloatField(null=True)
 
     class Meta:
         constraints = [

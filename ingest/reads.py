@@ -242,15 +242,7 @@ def total_pending_steps() -> int:
         return int(cur.fetchone()[0])
 
 
-def runs_with_pending(run_ids: list[int]) -> list[int]:
-    """Those of `run_ids` with steps waiting to be (re-)aggregated."""
-    marks = ", ".join(["%s"] * len(run_ids))
-    with connection.cursor() as cur:
-        cur.execute("SELECT DISTINCT run_id FROM ingest_stepstate WHERE dirty"
-                    f" AND run_id IN ({marks})", run_ids)
-        return [row[0] for row in cur.fetchall()]
-
-
 def run_detail(run: Run) -> dict[str, Any]:
-    """`run_info` plus what only a single run's page needs: its re-aggregation backlog."""
-    return {**run_info(run), "pending_steps": pending_steps(run.pk)}
+    """`run_info` plus what only a single run's page needs: its config (PROTOCOL §4; health
+    hints read it) and its re-aggregation backlog."""
+    return {**run_info(run), "config": run.config, "pending_steps": pending_steps(run.pk)}

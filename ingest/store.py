@@ -273,14 +273,14 @@ def _apply_step(w: PointWriter, msg: p.Step) -> None:
 def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
     """Store the raw batch per step and mark those steps for re-aggregation (see
     ingest.materialize): a step's aggregates are recomputed once for many batches."""
-    steps = np.unique(msg.step)
+    batches = columns.encode_steps(msg)
+    steps = np.array([step for step, _, _ in batches], dtype=np.int64)
     now = _time.time()
     with connection.cursor() as cur:
         cur.executemany(
             "INSERT INTO ingest_samplebatch (run_id, step, msg_id, n, data)"
             " VALUES (%s, %s, %s, %s, %s)",
-            [(w.run.pk, int(s), msg.id, int(mask.sum()), columns.encode_batch(msg, mask))
-             for s in steps for mask in [msg.step == s]])
+            [(w.run.pk, step, msg.id, n, blob) for step, n, blob in batches])
         cur.executemany(
             "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, dirty, version,"
             " done_version, derived_series, derived_values) VALUES (%s, %s, %s, 0, %s, 1, 0,"

@@ -12,7 +12,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ingest import auth, broadcast
-from ingest.materialize import materialize_all
+from ingest.consumers import wait_aggregated
+from ingest.materialize import MATERIALIZER
 from ingest.service import handle_objects
 from trainer_hooks import protocol as p
 
@@ -44,18 +45,14 @@ def ingest(request: HttpRequest) -> JsonResponse:
     except p.ProtocolError as exc:
         return JsonResponse({"error": exc.message}, status=400)
     messages: list[Any] = payload if isinstance(payload, list) else [payload]
-    acks: list[dict[str, Any]] = []
-    errors: list[dict[str, Any]] = []
-    touched: set[int] = set()
-    for outcome in handle_objects(project_id, messages):
-        (acks if outcome.reply["type"] == "ack" else errors).append(outcome.reply)
+    outcomes = handle_objects(project_id, messages)
+    for outcome in outcomes:
         async_to_sync(broadcast.publish)(outcome)
-        if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None
-                                           or outcome.barrier):
-            touched.add(outcome.run_id)
-    # Over HTTP the response waits for the aggregates (so a barrier holds at once): a script
-    # can read them right after.
-    for run_id in sorted(touched):
-        for outcome in materialize_all(run_id):
-            async_to_sync(broadcast.publish)(outcome)
+        if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):
+            MATERIALIZER.notify(outcome.run_id)  # the pipeline aggregates; this does not wait
+    for outcome in outcomes:  # ... unless asked to: a `barrier` answers once readable
+        if outcome.barrier:
+            async_to_sync(wait_aggregated)(outcome)
+    acks = [o.reply for o in outcomes if o.reply["type"] == "ack"]
+    errors = [o.reply for o in outcomes if o.reply["type"] != "ack"]
     return JsonResponse({"acks": acks, "errors": errors})

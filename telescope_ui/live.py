@@ -25,9 +25,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from ingest.broadcast import group_name
-from ingest.materialize import MATERIALIZER
 from ingest.models import Run
-from ingest.reads import changes_since, pending_steps, runs_with_pending
+from ingest.reads import changes_since, pending_steps
 from telescope_ui.access import may_read
 
 CLOSE_FORBIDDEN = 4403
@@ -39,7 +38,6 @@ MAX_SUBSCRIPTIONS = 64
 
 class LiveConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
-        self.sweeper: asyncio.Task[None] | None = None
         self.last_seq: dict[int, int] = {}
         self.pending: dict[int, list[dict[str, Any]]] = {}
         self.flush_task: asyncio.Task[None] | None = None
@@ -49,19 +47,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if not may_read(client[0], self.scope.get("user")):
             await self.close(code=CLOSE_FORBIDDEN)  # sign in first (telescope_ui.access)
             return
-        await self.accept()
-        # Sweep steps left dirty by a crash or by `declare_ranges` run from the command line,
-        # now and, for the watched runs, as long as the page stays.
-        MATERIALIZER.kick(None)
-        self.sweeper = asyncio.ensure_future(self._sweep(settings.TELESCOPE_SWEEP_MS / 1000))
+        await self.accept()  # pages only subscribe, replay and forward: aggregation is the
+        # pipeline's (ingest.materialize), never driven from here
 
     async def disconnect(self, code: int) -> None:
         for run_id in list(self.last_seq):
             await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
         if self.flush_task:
             self.flush_task.cancel()
-        if self.sweeper:
-            self.sweeper.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -123,20 +116,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.flush_task is None or self.flush_task.done():
             delay = max(0.0, self.last_flush + self.interval - time.monotonic())
             self.flush_task = asyncio.ensure_future(self._flush_later(delay))
-
-    async def _sweep(self, every: float) -> None:
-        """Hand the watched runs' dirty steps to the materializer (it ignores clean runs)."""
-        while True:
-            await asyncio.sleep(every)
-            if not self.last_seq:
-                continue
-            try:
-                dirty = await database_sync_to_async(runs_with_pending)(list(self.last_seq))
-            except Exception:  # the database is away for a moment: try again next time
-                log.exception("live: sweeping for dirty steps failed")
-                continue
-            for run_id in dirty:
-                MATERIALIZER.kick(run_id)
 
     async def run_progress(self, event: dict[str, Any]) -> None:
         """A backlog of a watched run's steps is being (re-)aggregated: steps left."""

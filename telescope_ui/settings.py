@@ -166,9 +166,6 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = TELESCOPE_MAX_MESSAGE_BYTES + 1
 TELESCOPE_MAX_MESSAGES_PER_SECOND = envint("TELESCOPE_MAX_MESSAGES_PER_SECOND", 2000)
 TELESCOPE_RATE_BURST = envint("TELESCOPE_RATE_BURST", 4000)
 TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)
-# While a page is open, how often its runs are checked for steps left dirty by another process
-# (e.g. `manage.py declare_ranges`), which this server then re-aggregates.
-TELESCOPE_SWEEP_MS = envint("TELESCOPE_SWEEP_MS", 3000)
 # How often the server looks for runs whose steps wait for (re-)aggregation on its own.
 TELESCOPE_PIPELINE_SWEEP_MS = envint("TELESCOPE_PIPELINE_SWEEP_MS", 1000)
 # Processes that aggregate samples per step (0 = on the server's own materializer thread).

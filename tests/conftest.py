@@ -37,6 +37,22 @@ def require_services() -> None:
         pytest.skip(message)
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None,
+                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Connections close after each use, so worker threads of database_sync_to_async leave
+    none open at teardown (PostgreSQL refuses to drop a database in use). On SQLite the test
+    database is a file in WAL mode, as the server's is: the pipeline's threads read while
+    another writes (an in-memory shared-cache database would refuse with "table is locked"
+    where the real one reads a snapshot)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    db["CONN_MAX_AGE"] = 0
+    if db["ENGINE"].endswith("sqlite3") and not db.setdefault("TEST", {}).get("NAME"):
+        db["TEST"]["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
 @pytest.fixture
 def live_state(tmp_path: Path) -> Iterator[ServerState]:
     """State for live servers on the pass's backend (SQLite file, or PostgreSQL when
@@ -61,15 +77,6 @@ def service_state(tmp_path: Path) -> Iterator[ServerState]:
     state = ServerState(tmp_path, PG_URL, REDIS_URL)
     yield state
     state.drop()
-
-
-@pytest.fixture(scope="session")
-def django_db_modify_db_settings() -> None:
-    """Close connections after each use, so worker threads of database_sync_to_async leave
-    none open at teardown (PostgreSQL refuses to drop a database in use)."""
-    from django.conf import settings
-
-    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -15,6 +15,7 @@ import msgpack
 import numpy as np
 
 from trainer_hooks.sample_columns import SampleChunk
+from trainer_hooks.schema import MAX_STEPS_PER_MESSAGE
 
 
 def identity_record(fields: Mapping[str, Any]) -> tuple[int, int, bytes]:
@@ -26,19 +27,46 @@ def identity_record(fields: Mapping[str, Any]) -> tuple[int, int, bytes]:
     return lo, hi, data
 
 
+def _steps_of(chunk: SampleChunk) -> set[int]:
+    if isinstance(chunk.step, int):
+        return {chunk.step}
+    return set(np.unique(chunk.step).tolist())
+
+
+def _within_step_cap(chunk: SampleChunk) -> list[SampleChunk]:
+    """A chunk cut so that no part spans more than MAX_STEPS_PER_MESSAGE distinct steps."""
+    if isinstance(chunk.step, int):
+        return [chunk]
+    firsts = np.sort(np.unique(chunk.step, return_index=True)[1])
+    if firsts.size <= MAX_STEPS_PER_MESSAGE:
+        return [chunk]
+    cuts = [0, *firsts[MAX_STEPS_PER_MESSAGE::MAX_STEPS_PER_MESSAGE].tolist(), chunk.n]
+    return [chunk.part(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
 class SampleBatcher:
     """Accumulates chunks into columnar `samples` message bodies of at most `max_samples`
-    samples and about `max_bytes` encoded bytes (a bigger chunk is cut)."""
+    samples, about `max_bytes` encoded bytes and MAX_STEPS_PER_MESSAGE distinct steps (a
+    bigger chunk is cut)."""
 
     def __init__(self, max_samples: int, max_bytes: int) -> None:
         self.max_samples, self.max_bytes = max_samples, max_bytes
         self.chunks: list[SampleChunk] = []
+        self.steps: set[int] = set()
         self.n = self.nbytes = 0
         self.oldest: float | None = None
 
     def add(self, chunk: SampleChunk, now: float) -> list[Batch]:
         """Add a chunk (cut to fill the open batch); returns the batches it completed."""
         sealed = []
+        for piece in _within_step_cap(chunk):
+            sealed += self._add(piece, now)
+        return sealed
+
+    def _add(self, chunk: SampleChunk, now: float) -> list[Batch]:
+        sealed = []
+        if self.chunks and len(self.steps | _steps_of(chunk)) > MAX_STEPS_PER_MESSAGE:
+            sealed.append(self.seal())
         per = max(chunk.nbytes / max(chunk.n, 1), 1e-9)
         a = 0
         while a < chunk.n:
@@ -49,6 +77,7 @@ class SampleBatcher:
             b = min(chunk.n, a + max(room, 1))  # a lone sample above max_bytes goes alone
             part = chunk if a == 0 and b == chunk.n else chunk.part(a, b)
             self.chunks.append(part)
+            self.steps |= _steps_of(part)
             self.n += part.n
             self.nbytes += part.nbytes
             self.oldest = now if self.oldest is None else self.oldest
@@ -62,6 +91,7 @@ class SampleBatcher:
 
     def seal(self) -> Batch:
         chunks, self.chunks, self.n, self.nbytes, self.oldest = self.chunks, [], 0, 0, None
+        self.steps = set()
         return build_fields(chunks)
 
 

@@ -26,6 +26,7 @@ from trainer_hooks.schema import (
     MAX_KEY_CHARS,
     MAX_METRICS_PER_MESSAGE,
     MAX_SAMPLES_PER_MESSAGE,
+    MAX_STEPS_PER_MESSAGE,
     MAX_TEXT_CHARS,
     MESSAGE_TYPES,
     RUN_STATUSES,
@@ -51,7 +52,8 @@ from trainer_hooks.wire_columns import parse_environments, validate_samples
 
 __all__ = [
     "DISCARD_REASONS", "MAX_ENVIRONMENTS", "MAX_ID_CHARS", "MAX_KEY_CHARS",
-    "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE", "MESSAGE_TYPES", "RUN_STATUSES",
+    "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE", "MAX_STEPS_PER_MESSAGE",
+    "MESSAGE_TYPES", "RUN_STATUSES",
     "VERSION", "AnyMessage", "Barrier", "EnvironmentDecl", "Message", "ProtocolError",
     "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key", "decode_frame",
     "encode_json", "encode_msgpack", "message_id", "parse_environments", "split_key",

@@ -19,6 +19,9 @@ RUN_STATUSES = ("finished", "failed")
 MAX_KEY_CHARS = 200
 MAX_ID_CHARS = 200
 MAX_SAMPLES_PER_MESSAGE = 100_000
+# Distinct steps one samples message may span: the server stores a batch per step, so a message
+# over many steps holds the database long; senders split instead (trainer_hooks does).
+MAX_STEPS_PER_MESSAGE = 500
 MAX_METRICS_PER_MESSAGE = 10_000
 MAX_ENVIRONMENTS = 1_000
 MAX_TEXT_CHARS = 128  # a categorical step value

@@ -18,6 +18,7 @@ from trainer_hooks.schema import (
     MAX_KEY_CHARS,
     MAX_METRICS_PER_MESSAGE,
     MAX_SAMPLES_PER_MESSAGE,
+    MAX_STEPS_PER_MESSAGE,
     EnvironmentDecl,
     ProtocolError,
     Samples,
@@ -109,6 +110,11 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
     step_value = require(obj, "step")
     if isinstance(step_value, list):
         step = _int_column(step_value, "step", n)
+        distinct = np.unique(step).size
+        if distinct > MAX_STEPS_PER_MESSAGE:
+            raise ProtocolError(
+                "too_many", "step", f"{distinct} distinct steps; a samples message may span at "
+                f"most {MAX_STEPS_PER_MESSAGE} (split it into several messages)")
     else:
         step = np.full(n, step_number(step_value, "step"), dtype=np.int64)
     discard = _str_column(obj, "discard_reason", n, allow_scalar=True)

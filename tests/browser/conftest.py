@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,12 @@ class Dashboard:
         self.url = server.http
 
     def post(self, messages: list[dict[str, Any]] | dict[str, Any]) -> dict[str, Any]:
+        """POST messages over HTTP, with a `barrier` per run after them: the reply comes once
+        the runs' aggregates are readable."""
+        messages = messages if isinstance(messages, list) else [messages]
+        runs = dict.fromkeys(m["run"] for m in messages if isinstance(m, dict) and "run" in m)
+        messages = [*messages, *({"v": 1, "id": f"barrier-{uuid.uuid4().hex}", "type": "barrier",
+                                  "run": run} for run in runs)]
         req = urllib.request.Request(
             self.url + "/api/ingest", data=json.dumps(messages).encode(), method="POST",
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})

@@ -26,6 +26,8 @@ def rewards(step: int) -> dict[str, list[float]]:
 
 
 def post(server: LiveServer, token: str, messages: list[dict]) -> None:
+    """POST, then a barrier: the reply comes once run `r`'s aggregates are readable."""
+    messages = [*messages, {"v": 1, "id": "barrier", "type": "barrier", "run": "r"}]
     req = urllib.request.Request(server.http + "/api/ingest", data=json.dumps(messages).encode(),
                                  headers={"Authorization": f"Bearer {token}",
                                           "Content-Type": "application/json"})

@@ -281,3 +281,27 @@ def test_batches_respect_the_sample_and_byte_bounds() -> None:
     assert not batcher.due(1.0, 0.5)
     batcher.add(chunk(n=1)[0], now=1.0)
     assert not batcher.due(1.4, 0.5) and batcher.due(1.5, 0.5)
+
+
+def test_batches_span_at_most_the_step_cap_and_the_server_refuses_more() -> None:
+    cap = p.MAX_STEPS_PER_MESSAGE
+    batcher = SampleBatcher(max_samples=100_000, max_bytes=1 << 30)
+    steps = np.repeat(np.arange(2 * cap + 7), 2)  # one chunk over 2 × cap + 7 steps ...
+    big, _ = chunk(step=steps.tolist(), n=steps.size)
+    sealed = batcher.add(big, now=0.0)
+    for s in range(3):  # ... then single-step chunks on top of the open batch
+        sealed += batcher.add(chunk(step=10_000 + s, n=3)[0], now=0.0)
+    sealed.append(batcher.seal())
+    spans = [len(set(np.atleast_1d(b.fields["step"]).tolist())) for b in sealed]
+    assert max(spans) == cap and sum(b.n for b in sealed) == steps.size + 9
+    sent = [k for b in sealed for k in np.atleast_1d(b.fields["step"]).tolist()]
+    assert sent == [*steps.tolist(), *np.repeat(10_000 + np.arange(3), 3).tolist()]
+    def wire(fields: dict[str, Any]) -> Any:
+        msg = {"v": 1, "id": "m", "type": "samples", "run": "r", **fields}
+        return p.decode_frame(p.encode_msgpack(msg), binary=True)
+
+    for b in sealed:  # every message the batcher makes is one the server takes
+        p.validate_message(wire(b.fields))
+    with pytest.raises(p.ProtocolError) as err:
+        p.validate_message(wire(build_fields([big]).fields))
+    assert err.value.field == "step" and f"at most {cap}" in err.value.message

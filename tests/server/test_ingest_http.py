@@ -7,6 +7,7 @@ import orjson
 import pytest
 from django.test import Client
 
+from ingest import reads
 from ingest.models import Point, Run
 from tests.server.conftest import samples_msg, step_msg
 
@@ -32,6 +33,13 @@ def test_it_ingests_a_list_and_reports_acks_and_errors(client: Client, token: st
     assert status == 200
     assert reply["acks"] == [{"type": "ack", "id": "step-0"}, {"type": "ack", "id": "s1"}]
     assert [(e["id"], e["field"]) for e in reply["errors"]] == [("bad", "step")]
+    # The request does not aggregate (that is the pipeline's work) ...
+    assert not Point.objects.filter(series__sid="reward|reward|mean|").exists()
+    assert reads.pending_steps(Run.objects.get(name="r").pk) == 1
+    # ... but a barrier answers once the run's aggregates are readable.
+    status, reply = post(client, token, orjson.dumps(
+        {"v": 1, "id": "b", "type": "barrier", "run": "r"}))
+    assert status == 200 and reply["acks"] == [{"type": "ack", "id": "b"}]
     assert Point.objects.get(series__sid="reward|reward|mean|", step=0).value == 1.0
 
 
