@@ -103,7 +103,7 @@ def _nan_bytes(n: int) -> bytes:
     return np.full(n, np.nan, dtype="<f8").tobytes()
 
 
-def _floats(raws: list[Raw], get: Callable[[Raw], bytes | None]) -> np.ndarray | None:
+def float_column(raws: list[Raw], get: Callable[[Raw], bytes | None]) -> np.ndarray | None:
     """One float column over every batch (NaN for batches without it); None if none has it."""
     parts = [get(r) for r in raws]
     if all(p is None for p in parts):
@@ -139,7 +139,7 @@ def _strings(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
     return uniques, index + np.repeat(offsets, [r["n"] for r in raws])
 
 
-def _vocabulary(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
+def vocabulary(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
     """A string column of few values (env, reasons): its distinct values, sorted, and each
     sample's index into them."""
     uniques, index = _strings(raws, name)
@@ -194,24 +194,24 @@ def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
     new_group = np.ones(order.size, dtype=bool)
     new_group[1:] = (step[1:] != step[:-1]) | (group_codes[1:] != group_codes[:-1])
 
-    env_names, env_codes = _vocabulary(raws, "env")
+    env_names, env_codes = vocabulary(raws, "env")
     if env_names and env_names[0] == "":
         env_names, env_codes = env_names[1:], env_codes - 1
-    reasons, reason_codes = _vocabulary(raws, "discard_reason")
+    reasons, reason_codes = vocabulary(raws, "discard_reason")
     known = [DISCARD_NAMES.index(r) if r in DISCARD_NAMES[1:] else 0 for r in reasons]
     discard = np.array(known, dtype=np.int8)[reason_codes[order]]
 
     def column(name: str) -> np.ndarray | None:
-        col = _floats(raws, lambda r: r.get(name))
+        col = float_column(raws, lambda r: r.get(name))
         return None if col is None else col[order]
 
     stop_length = None
     if any("stop_reason" in r for r in raws):
-        stops, stop_codes = _vocabulary(raws, "stop_reason")
+        stops, stop_codes = vocabulary(raws, "stop_reason")
         lut = np.array([np.nan if v == "" else float(v == "length") for v in stops])
         stop_length = lut[stop_codes[order]]
     names = sorted({k for r in raws for k in r["metrics"]})
-    metrics = {k: _floats(raws, lambda r, k=k: r["metrics"].get(k))[order]  # type: ignore[index]
+    metrics = {k: float_column(raws, lambda r, k=k: r["metrics"].get(k))[order]  # type: ignore[index]
                for k in names}
     metric_steps = {k: np.array([any(k in r["metrics"] for r in rs) for rs in steps])
                     for k in names}

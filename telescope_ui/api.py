@@ -1,4 +1,5 @@
-"""Read API (PROTOCOL.md §4): runs, catalog, series."""
+"""Read API (PROTOCOL.md §4): runs, catalog, series; the distribution of a sample value over
+steps (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_http_methods
 
+from ingest import distribution as dist
 from ingest import housekeeping, reads
 from ingest.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
 from ingest.models import Run
@@ -89,6 +91,26 @@ def series(request: HttpRequest, run_id: int) -> HttpResponse:
         return json_response(reads.series(run_id, ids, max_points, min_step, max_step))
     except Run.DoesNotExist:
         return json_response({"error": f"no run {run_id}"}, status=404)
+
+
+@require_GET
+def distribution(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Counts per (step bucket, value bin) of the reward, a sample metric or completion
+    tokens, from the run's raw samples (ingest.distribution)."""
+    try:
+        kind, key = dist.check(request.GET.get("kind"), request.GET.get("key"))
+        bins = _int_param(request, "bins")
+        max_steps = _int_param(request, "max_steps")
+    except dist.DistributionError as exc:
+        return _bad(exc.field, exc.message)
+    except ValueError as exc:
+        return _bad(str(exc), f"{exc} must be an integer")
+    if not Run.objects.filter(pk=run_id).exists():
+        return json_response({"error": f"no run {run_id}"}, status=404)
+    return json_response(dist.distribution(
+        run_id, kind, key, request.GET.get("env") or None,
+        dist.DEFAULT_BINS if bins is None else bins,
+        dist.DEFAULT_MAX_STEPS if max_steps is None else max_steps))
 
 
 @require_GET

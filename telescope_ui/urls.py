@@ -19,5 +19,6 @@ urlpatterns = [
     path("api/runs/<int:run_id>", api.run_detail, name="api-run"),
     path("api/runs/<int:run_id>/catalog", api.catalog, name="api-catalog"),
     path("api/runs/<int:run_id>/series", api.series, name="api-series"),
+    path("api/runs/<int:run_id>/distribution", api.distribution, name="api-distribution"),
     path("api/runs/<int:run_id>/layout", layouts.layout, name="api-layout"),
 ]

@@ -85,5 +85,17 @@ export function getSeries(runId, ids, { maxPoints = null, minStep = null, maxSte
   return getJSON(`/api/runs/${encodeURIComponent(runId)}/series?${q.join('&')}`);
 }
 
+/**
+ * The distribution of a sample value over steps (docs/protocol.md): counts per (step bucket,
+ * value bin). `kind` reward | sample | rollouts; `env` null for every environment.
+ */
+export function getDistribution(runId, { kind, key, env = null, bins = null, maxSteps = null }) {
+  const q = [`kind=${encodeURIComponent(kind)}`, `key=${encodeURIComponent(key)}`];
+  if (env !== null && env !== undefined && env !== '') q.push(`env=${encodeURIComponent(env)}`);
+  if (bins !== null) q.push(`bins=${bins}`);
+  if (maxSteps !== null) q.push(`max_steps=${maxSteps}`);
+  return getJSON(`/api/runs/${encodeURIComponent(runId)}/distribution?${q.join('&')}`);
+}
+
 export const MAX_IDS_PER_REQUEST = 500;
 export const MAX_POINTS_LIMIT = 20000;

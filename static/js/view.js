@@ -157,6 +157,28 @@ export class AllView {
     this.refreshCounts();
   }
 
+  // ------------------------------------------------------------ health hints
+
+  /**
+   * The firing health hints of a chart (health.js; [] when none): its section's header counts
+   * the charts that warn and lists their messages in its tooltip.
+   */
+  setHealth(chart, messages) {
+    const sec = chart.place && this.sectionByKey.get(chart.place.sectionKey);
+    if (!sec) return;
+    sec.health ??= new Map();
+    if (messages.length) sec.health.set(chart, messages);
+    else if (!sec.health.delete(chart)) return;
+    if (!sec.healthFlag) {
+      sec.healthFlag = h('span', { class: 'badge health-flag', dataset: { healthFlag: '' } });
+      sec.toggle.append(sec.healthFlag);
+    }
+    const lines = [...sec.health].map(([c, m]) => `${c.title.textContent}: ${m.join(' · ')}`);
+    sec.healthFlag.hidden = lines.length === 0;
+    sec.healthFlag.textContent = lines.length ? `\u26a0 ${lines.length}` : '';
+    sec.healthFlag.title = lines.join('\n');
+  }
+
   section(place) {
     let sec = this.sectionByKey.get(place.sectionKey);
     if (sec) return sec;
