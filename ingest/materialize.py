@@ -24,7 +24,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection, transaction
 
-from ingest import broadcast
+from ingest import broadcast, renormalize
 from ingest.aggregate import Table, aggregate_blobs
 from ingest.compact import compact_run
 from ingest.models import Run, Series
@@ -298,6 +298,10 @@ def materialize_all(run_id: int | None = None, max_passes: int = MAX_PASSES,
     snapshots of series that need it. `progress(run_id, steps_left)` is called after every
     pass."""
     outcomes = []
+    if run_id is not None:
+        renormalize.apply_now(run_id)  # a widened range's re-normalization: now, not later
+    else:
+        renormalize.apply_due()
     for rid in [run_id] if run_id is not None else dirty_runs():
         for _ in range(max_passes):
             outcome, left = materialize_pass(rid)
@@ -415,6 +419,7 @@ async def sweep_forever(interval: float) -> None:
     MATERIALIZER.loop = asyncio.get_running_loop()
     while True:
         try:
+            await MATERIALIZER._call(renormalize.apply_due)
             for run_id in await MATERIALIZER._call(dirty_runs):
                 if run_id not in MATERIALIZER.pending:
                     MATERIALIZER.kick(run_id)

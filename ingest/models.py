@@ -50,6 +50,9 @@ class Run(models.Model):
     # times (the first step, with its warm-up, has no gap), and the newest step's time.
     step_seconds = models.FloatField(null=True)
     last_step_time = models.FloatField(null=True)
+    # An observed range in use widened: every step is re-aggregated at this time (epoch s), at
+    # most once per ingest.renormalize.DELAY_SECONDS however often it widens meanwhile.
+    renormalize_at = models.FloatField(null=True)
     # Bumped by every commit that changes points; points carry the seq that last wrote them.
     seq = models.BigIntegerField(default=0)
 

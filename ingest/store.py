@@ -19,7 +19,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import F, Q
 
-from ingest import categorical, columns, progress
+from ingest import categorical, columns, progress, renormalize
 from ingest.models import Environment, Run, Series
 from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.observed import merge_observed
@@ -289,16 +289,9 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
             [(w.run.pk, s, now, True, b"", b"") for s in steps.tolist()],
         )
     if merge_observed(w.run.pk, msg, env_ranges(w.run.pk)):
-        mark_all_dirty(w.run.pk)  # a wider observed range renormalizes every step
+        renormalize.schedule(w.run.pk)  # a wider observed range renormalizes every step
     w.dirty = True
     w.see_step(int(steps[-1]))
-
-
-def mark_all_dirty(run_id: int) -> None:
-    """Every step of the run is to be re-aggregated (by the server's pipeline)."""
-    with connection.cursor() as cur:
-        cur.execute("UPDATE ingest_stepstate SET dirty = %s, version = version + 1"
-                    " WHERE run_id = %s", [True, run_id])
 
 
 def env_ranges(run_id: int) -> dict[str, EnvRanges]:
@@ -326,7 +319,7 @@ def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> bool:
                     reward_max=e.reward_max, metrics_ranges=e.metrics_ranges)
         for e in envs
     ])
-    mark_all_dirty(run.pk)
+    renormalize.mark_all_dirty(run.pk)
     return True
 
 

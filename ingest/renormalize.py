@@ -1,0 +1,56 @@
+"""When an observed range widens, earlier steps are re-normalized — at most once per
+DELAY_SECONDS per run.
+
+A reward or sample metric without declared bounds is normalized by its observed range
+(ingest.normalize), which widens as new extremes arrive: with continuous values almost every
+batch early in a run. Re-aggregating every step on each widening would make ingest quadratic, so
+a widening only schedules the run (`Run.renormalize_at`, the first widening's time plus the
+delay; later ones join it). The server's pipeline marks the scheduled runs' steps dirty when due
+(`apply_due`, from its sweep), and a `barrier` applies its run's schedule at once (`apply_now`),
+so what a barrier makes readable is normalized by the latest range. Steps aggregated meanwhile
+use the newest range already; only older steps lag, by at most the delay plus a sweep.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.db import connection, transaction
+
+DELAY_SECONDS = 5.0
+
+
+def mark_all_dirty(run_id: int) -> None:
+    """Every step of the run is to be re-aggregated (by the server's pipeline): after a
+    declaration change at once, after a widening when due."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE ingest_stepstate SET dirty = %s, version = version + 1"
+                    " WHERE run_id = %s", [True, run_id])
+
+
+def schedule(run_id: int) -> None:
+    """An observed range of the run widened (in the ingest transaction)."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE ingest_run SET renormalize_at = COALESCE(renormalize_at, %s)"
+                    " WHERE id = %s", [time.time() + DELAY_SECONDS, run_id])
+
+
+def _apply(where: str, params: list[float | int]) -> list[int]:
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SELECT id FROM ingest_run WHERE renormalize_at IS NOT NULL AND " + where,
+                    params)
+        runs = [row[0] for row in cur.fetchall()]
+        for run_id in runs:
+            cur.execute("UPDATE ingest_run SET renormalize_at = NULL WHERE id = %s", [run_id])
+            mark_all_dirty(run_id)
+    return runs
+
+
+def apply_due() -> list[int]:
+    """Mark every step dirty of the runs whose re-normalization is due; their ids."""
+    return _apply("renormalize_at <= %s", [time.time()])
+
+
+def apply_now(run_id: int) -> bool:
+    """Apply the run's scheduled re-normalization now (a barrier); whether it had one."""
+    return bool(_apply("id = %s", [run_id]))

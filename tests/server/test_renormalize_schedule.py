@@ -1,0 +1,70 @@
+"""A widened observed range re-normalizes earlier steps on a schedule (ingest.renormalize): at
+most once per delay while ranges keep widening, at once for a barrier — never on every batch."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+
+from ingest import reads, renormalize
+from ingest.models import Run
+from ingest.series_ids import series_id
+from tests.server.conftest import Trainer, samples_msg, settled
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NORM_MEAN = series_id("reward", "reward", "norm:mean")
+
+
+def state(run_name: str = "r") -> tuple[int, float | None]:
+    run = Run.objects.get(name=run_name)
+    return run.pk, run.renormalize_at
+
+
+def norm_mean(run_id: int, step: int) -> float:
+    got = reads.series(run_id, [NORM_MEAN], 1000, None, None)["series"][NORM_MEAN]
+    return dict(zip(got["step"], got["value"], strict=True))[step]
+
+
+async def send(trainer: Trainer, msg: dict[str, Any]) -> None:
+    assert (await trainer.send(msg))["type"] == "ack"
+    await settled()
+
+
+async def test_a_widening_schedules_one_renormalization_and_a_barrier_applies_it(
+        trainer: Trainer) -> None:
+    # Undeclared environment: normalized by its observed range, here 0–1.
+    await send(trainer, samples_msg(0, [0.0, 1.0], mid="a", env="e"))
+    run_id, due = await database_sync_to_async(state)()
+    assert due is None and await database_sync_to_async(norm_mean)(run_id, 0) == 0.5
+    # Step 1 widens the range to 0–3: step 1 is aggregated with it; step 0 waits its turn.
+    before = time.time()
+    await send(trainer, samples_msg(1, [3.0, 3.0], mid="b", env="e"))
+    _, due = await database_sync_to_async(state)()
+    assert due is not None and before + renormalize.DELAY_SECONDS <= due
+    assert await database_sync_to_async(reads.pending_steps)(run_id) == 0
+    assert await database_sync_to_async(norm_mean)(run_id, 0) == 0.5  # not yet
+    # More widenings meanwhile join the same schedule.
+    await send(trainer, samples_msg(2, [-1.0, 0.0], mid="c", env="e"))
+    assert (await database_sync_to_async(state)())[1] == due
+    assert not await database_sync_to_async(renormalize.apply_due)()  # not due yet
+    # A barrier makes the latest range's normalization readable at once.
+    reply = await trainer.send({"v": 1, "id": "bar", "type": "barrier", "run": "r"})
+    assert reply == {"type": "ack", "id": "bar"}
+    assert (await database_sync_to_async(state)())[1] is None
+    assert await database_sync_to_async(norm_mean)(run_id, 0) == pytest.approx(
+        ((0.0 + 1) / 4 + (1.0 + 1) / 4) / 2)  # range −1–3
+
+
+async def test_the_pipeline_applies_a_due_renormalization(trainer: Trainer) -> None:
+    await send(trainer, samples_msg(0, [0.0, 1.0], mid="a", env="e"))
+    await send(trainer, samples_msg(1, [2.0, 2.0], mid="b", env="e"))
+    run_id, due = await database_sync_to_async(state)()
+    assert due is not None
+    await database_sync_to_async(
+        lambda: Run.objects.filter(pk=run_id).update(renormalize_at=time.time() - 1))()
+    assert await database_sync_to_async(renormalize.apply_due)() == [run_id]
+    assert await database_sync_to_async(reads.pending_steps)(run_id) == 2  # every step
