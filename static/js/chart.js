@@ -1,13 +1,16 @@
-// One chart card of the All view: its DOM, per-chart settings, Plotly rendering and release,
-// zoom-driven detail loading, fullscreen, CSV and PNG export.
+// One chart card of the All view: its DOM, per-chart settings (and their badges), Plotly
+// rendering and release, zoom-driven detail loading, fullscreen, CSV and PNG export. The run
+// legend (legend.js) and the synced cursor (cursor.js) attach to its plot.
 
 import { addonDrawn, addonTools } from './addons.js';
 import { getSeries, MAX_POINTS_LIMIT } from './api.js';
 import { download, h, icon } from './dom.js';
-import { EVERY_ENV, familyTitle, selectMembers, TWINNED_STATS } from './compose.js';
+import { familyTitle, offers, selectMembers, TWINNED_STATS } from './compose.js';
 import { buildComposedFigure } from './composed.js';
-import { legendParts, legendSignature } from './legend.js';
+import { attachCursor } from './cursor.js';
+import { legendParts, legendSignature, RunLegend } from './legend.js';
 import { chartBadge, normalizes } from './normalized.js';
+import { chartDefaults, settingBadges } from './prefs.js';
 import { describe, tooltip } from './registry.js';
 import { escapePlotly, safeFilename, toCSV } from './text.js';
 import { sketch } from './sketch.js';
@@ -32,8 +35,8 @@ export class Chart {
     // A composed chart (All view) draws every series of its compose.familyKey, each run's own;
     // the Custom view's charts draw their one series.
     this.family = family;
-    this.settings = page.prefs.get(entry);
-    if (family) Object.assign(this.settings, { envelope: true, env: EVERY_ENV });
+    // A composed chart's legend choices (envelope, env filter) are settings too, saved with them.
+    this.settings = { ...chartDefaults(entry, Boolean(family)), ...page.prefs.get(entry, Boolean(family)) };
     this.near = false;
     this.inView = false;
     this.rendered = false;
@@ -74,14 +77,32 @@ export class Chart {
       'aria-label': `Values of ${label}` }) : null;
     // Its own line under the header: a per-env range list is long, the title keeps its room.
     this.badge = h('span', { class: 'badge range-badge', dataset: { rangeBadge: '' }, hidden: true });
+    // What differs from the chart's default settings, at a glance.
+    this.badges = h('div', { class: 'setting-badges', dataset: { settingBadges: '' }, hidden: true });
     this.note = h('p', { class: 'chart-note' });
     // The legend of a composed chart: toggles of its band and envelope, its environment filter.
     this.legendBar = this.family && !this.categorical ? h('div', { class: 'chart-legend', dataset: { chartLegend: '' } }) : null;
+    // A strip names its runs on its rows; line charts name overlaid runs here.
+    this.runLegend = this.categorical ? null : new RunLegend(this.plot, label);
     this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, help, tools),
-      this.badge, this.legendBar, this.plot, this.legend, this.note);
+      this.badges, this.badge, this.legendBar, this.runLegend?.el, this.plot, this.legend, this.note);
     this.el.chart = this;
     this.el.addEventListener('fullscreenchange', () => this.rendered && window.Plotly.Plots.resize(this.plot));
     this.updateNote(null);
+    this.updateSettingBadges();
+  }
+
+  /** The badges of the settings that differ from the defaults (prefs.js); none: no work. */
+  updateSettingBadges() {
+    if (this.categorical) return;
+    const defaults = chartDefaults(this.entry, Boolean(this.family));
+    if (!this.badgeSig && Object.keys(defaults).every((k) => this.settings[k] === defaults[k])) return;
+    const texts = settingBadges(this.settings, defaults,
+      this.family ? offers(this.familyEntries()) : { band: Boolean(this.page.stdIdFor(this.entry)) });
+    if (texts.join('\n') === this.badgeSig) return;
+    this.badgeSig = texts.join('\n');
+    this.badges.hidden = texts.length === 0;
+    this.badges.replaceChildren(...texts.map((t) => h('span', { class: 'badge setting-badge' }, t)));
   }
 
   // ------------------------------------------------------------ settings panel
@@ -123,7 +144,8 @@ export class Chart {
       ignoreOutliers: f.ignoreOutliers.checked, ignoreFirst: f.ignoreFirst.checked, logY: f.logY.checked,
       band: f.band ? f.band.checked : this.settings.band, yMin: num(f.yMin), yMax: num(f.yMax),
     });
-    this.page.prefs.set(this.entry, this.settings);
+    this.page.prefs.set(this.entry, this.settings, Boolean(this.family));
+    this.updateSettingBadges();
     this.ensureData();
     this.invalidate();
   }
@@ -178,12 +200,20 @@ export class Chart {
     return out;
   }
 
-  /** The entry naming this chart changed (a better primary arrived): same card, new identity. */
+  /**
+   * The entry naming this chart changed (a better primary arrived): same card, new identity,
+   * and the settings saved under it (they are saved under the primary's id).
+   */
   setPrimary(entry) {
     this.entry = entry;
     this.id = entry.id;
     this.plot.dataset.seriesId = entry.id;
     this.title.textContent = familyTitle(entry);
+    if (this.page.prefs.has?.(entry)) {
+      Object.assign(this.settings, this.page.prefs.get(entry, Boolean(this.family)));
+      this.legendSig = null;
+      this.updateSettingBadges();
+    }
   }
 
   /** Rebuild the legend when the chart's statistics or environments change. */
@@ -195,11 +225,13 @@ export class Chart {
     this.legendSig = sig;
     this.legendBar.replaceChildren(...legendParts(entries, this.settings, familyTitle(this.entry),
       (name, value) => this.setOption(name, value)));
+    this.updateSettingBadges(); // what the chart offers changed, or its env filter was reset
   }
 
   setOption(name, value) {
     this.settings[name] = value;
-    if (name === 'band') this.page.prefs.set(this.entry, this.settings);
+    this.page.prefs.set(this.entry, this.settings, Boolean(this.family));
+    this.updateSettingBadges();
     this.ensureData();
     this.invalidate();
   }
@@ -293,14 +325,18 @@ export class Chart {
       this.el.classList.remove('sketched');
       Plotly.newPlot(this.plot, fig.data, fig.layout, PLOT_CONFIG);
       this.plot.on('plotly_relayout', (ev) => this.onRelayout(ev));
+      attachCursor(this);
+      this.runLegend?.attach();
       this.rendered = true;
       this.el.classList.add('rendered');
     } else {
       Plotly.react(this.plot, fig.data, fig.layout, PLOT_CONFIG);
     }
+    this.unit = fig.unit; // the synced cursor converts time between charts' units
     this.updateNote(fig);
     this.updateBadge(fig);
     if (this.legend) this.updateLegend(fig.legend);
+    this.runLegend?.drawn(fig, fig.prepared.map((p) => p.run));
     addonDrawn(this, fig);
     this.plot.dataset.plottedId = (this.page.runs[0] && this.idsFor(this.page.runs[0]).main) ?? '';
     const primary = fig.prepared.find((p) => p.run.id === this.page.runs[0]?.id);

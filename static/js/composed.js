@@ -1,10 +1,11 @@
 // Pure figure building of a composed chart (one metric, its statistics and environments): per
 // run, a line for each environment shown, the ± std band and min/max envelope of one of them,
-// or stacked counts. Colour stays the run's (overlaid runs must be told apart first);
-// environments differ by dash, statistics by dash and width. No DOM, no Plotly.
+// or stacked counts, and a dot on the last point of each run's main line. Colour stays the
+// run's (overlaid runs must be told apart first); environments differ by dash, statistics by
+// dash and width. No DOM, no Plotly.
 
 import {
-  baseLayout, lineTraces, polygon, prepareRun, referenceShapes, withAlpha, xOf, yAxisRange,
+  baseLayout, lastPointTrace, lineTraces, polygon, prepareRun, referenceShapes, withAlpha, xOf, yAxisRange,
 } from './traces.js';
 import { alignByStep, timeUnit } from './transforms.js';
 import { escapePlotly } from './text.js';
@@ -54,6 +55,18 @@ function envelope(p, run, lo, hi, page) {
     _values: [loY, hiY] };
 }
 
+/** What a run's stacked counts reach at each step (their sum): the top of the stack. */
+function stackTops(stacks) {
+  const top = new Map();
+  for (const { p } of stacks) {
+    p.step.forEach((st, i) => {
+      if (p.accept[i]) top.set(st, (top.get(st) ?? 0) + p.y[i]);
+    });
+  }
+  const y = [...top.values()];
+  return { y, accept: y.map(() => true), bounds: null, ema: null, band: null, downsampled: false };
+}
+
 /**
  * The figure of a composed chart: {data, layout, points, unit, prepared}. `runs`: [{id, name,
  * color, t0, firstStep, range, members: [{entry, role, data}]}] with the members
@@ -86,6 +99,7 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
   const unit = timeUnit(span);
   const fills = [];
   const lines = [];
+  const dots = [];
   const prepared = [];
   const all = [];
   let points = 0;
@@ -101,6 +115,7 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
       all.push(p);
       if (!preps.length && i === 0) prepared.push(p);
     });
+    if (stacks.length) all.push(stackTops(stacks));
     preps.forEach((p, i) => {
       p.unit = unit;
       points += p.y.length;
@@ -123,7 +138,8 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
         }
       }
       const dash = role === 'stat' ? 'dot' : envDash(env, envs);
-      for (const t of lineTraces(p, xOf(p, page, unit, p.step, p.time), page)) {
+      const x = xOf(p, page, unit, p.step, p.time);
+      for (const t of lineTraces(p, x, page)) {
         t.meta = { ...t.meta, env, stat: p.member.stat };
         if (t.meta.role === 'raw' && role !== 'raw') t.meta.role = role;
         if (t.meta.role === 'band' || t.meta.role === 'extremes') {
@@ -135,13 +151,15 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
         t.uid = `${t.uid}-${tag}`;
         (t.fill ? fills : lines).push(t);
       }
+      const dot = i === 0 ? lastPointTrace(p, x, theme) : null; // the run's main line only
+      if (dot) dots.push(Object.assign(dot, { meta: { ...dot.meta, env, stat: p.member.stat } }));
     });
   }
-  const data = fills.concat(lines);
+  const data = fills.concat(lines, dots);
   const shapes = referenceShapes(prepared, primary, normalized, theme);
-  const ranged = all.map((p) => (p.envelope ? { ...p, band: p.band ?? { lo: p.envelope[0], hi: p.envelope[1],
-    accept: p.envelope[0].map(() => true) } } : p));
-  const yRange = zoom?.y ?? yAxisRange(ranged, chart, normalized, shapes);
+  const stacked = perRun.some((r) => r.stacks.length);
+  const yRange = zoom?.y ?? yAxisRange(all, chart, { normalized, shapes,
+    includeZero: primary.kind === 'advantage' || stacked });
   const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
   return { data, layout, points, unit, prepared };
 }

@@ -1,7 +1,9 @@
-// Page-level controls of the Metrics page: x axis, EMA and span, max step / time, Normalize,
-// metric search. Every change is saved (localStorage) and reported to the page.
+// Page-level controls of the Metrics page: x axis, EMA and span, max step / time (a duration:
+// `1h30m`, `2d`, or hours), Normalize, metric search. Every valid change is saved
+// (localStorage) and reported to the page; an invalid one is flagged and changes nothing.
 
 import { h } from './dom.js';
+import { formatDuration, parseDuration } from './duration.js';
 import { loadPage, savePage } from './prefs.js';
 import { clampSpan, SPAN_MAX, SPAN_MIN } from './transforms.js';
 
@@ -24,7 +26,10 @@ export class Controls {
       ema: h('input', { type: 'checkbox', name: 'ema', checked: s.ema }),
       span: h('input', { type: 'number', name: 'span', min: SPAN_MIN, max: SPAN_MAX, step: 1, value: s.span, class: 'num', 'aria-label': 'EMA span' }),
       maxStep: h('input', { type: 'number', name: 'maxStep', min: 0, step: 1, value: s.maxStep ?? '', class: 'num', placeholder: 'all' }),
-      maxTime: h('input', { type: 'number', name: 'maxTime', min: 0, step: 'any', value: s.maxTime ?? '', class: 'num', placeholder: 'all' }),
+      // Settings keep hours (what a bare number means, and what they held before).
+      maxTime: h('input', { type: 'text', name: 'maxTime', value: s.maxTime === null ? '' : formatDuration(s.maxTime * 3600),
+        class: 'duration', placeholder: 'all', title: 'e.g. 90m, 1h30m, 2d, 45s, 1.5h; a bare number is hours',
+        autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'max-time-error' }),
       normalize: h('input', { type: 'checkbox', name: 'normalize', checked: s.normalize }),
       search: h('input', { type: 'search', name: 'search', value: s.search, placeholder: 'Search metrics', 'aria-label': 'Search metrics by name', autocomplete: 'off' }),
       regex: h('input', { type: 'checkbox', name: 'regex', checked: s.regex }),
@@ -32,15 +37,17 @@ export class Controls {
     const i = this.inputs;
     this.count = h('span', { class: 'search-count muted', 'aria-live': 'polite' });
     this.searchError = h('span', { class: 'search-error', role: 'alert' });
+    this.timeError = h('span', { class: 'duration-error', id: 'max-time-error', role: 'alert' });
     this.form = h('form', { class: 'controls', 'aria-label': 'Chart controls' },
       h('fieldset', { class: 'segmented' }, h('legend', {}, 'x axis'), radio('step', 'Step'), radio('time', 'Time')),
       h('span', { class: 'control' }, h('label', {}, i.ema, ' EMA'), h('label', {}, ' span ', i.span)),
       h('label', { class: 'control' }, 'Max step ', i.maxStep),
-      h('label', { class: 'control' }, 'Max time (h) ', i.maxTime),
+      h('span', { class: 'control' }, h('label', {}, 'Max time ', i.maxTime), this.timeError),
       h('label', { class: 'control' }, i.normalize, ' Normalize'),
       h('span', { class: 'control search' }, i.search, h('label', { title: 'Regular expression' }, i.regex, ' regex'), this.count, this.searchError));
     this.form.addEventListener('submit', (ev) => ev.preventDefault());
     this.form.addEventListener('change', (ev) => this.read(ev.target.name));
+    i.maxTime.addEventListener('input', () => this.showTimeError(null)); // judged when committed
     i.search.addEventListener('input', () => {
       clearTimeout(this.searchTimer);
       this.searchTimer = setTimeout(() => this.read('search'), SEARCH_DEBOUNCE_MS);
@@ -52,17 +59,27 @@ export class Controls {
     const s = this.settings;
     const i = this.inputs;
     const num = (el) => (el.value === '' || !Number.isFinite(Number(el.value)) ? null : Number(el.value));
+    if (field === 'maxTime') {
+      const d = parseDuration(i.maxTime.value);
+      this.showTimeError(d.ok ? null : d.error);
+      if (!d.ok) return; // shown as invalid; the charts keep the last valid limit
+      s.maxTime = d.seconds === null ? null : d.seconds / 3600;
+    }
     s.xaxis = this.form.elements.xaxis.value === 'time' ? 'time' : 'step';
     s.ema = i.ema.checked;
     s.span = clampSpan(i.span.value === '' ? s.span : i.span.value);
     if (field === 'span') i.span.value = s.span;
     s.maxStep = num(i.maxStep);
-    s.maxTime = num(i.maxTime);
     s.normalize = i.normalize.checked;
     s.search = i.search.value;
     s.regex = i.regex.checked;
     savePage(s);
     this.onChange(s, field);
+  }
+
+  showTimeError(error) {
+    this.timeError.textContent = error ?? '';
+    this.inputs.maxTime.setAttribute('aria-invalid', error ? 'true' : 'false');
   }
 
   showSearchResult(count, error) {

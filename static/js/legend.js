@@ -1,7 +1,9 @@
-// The legend of a composed chart (All view): what its lines are (the pooled series solid, each
-// environment its own dash), toggles of the ± std band and the min/max envelope, and the
+// Chart legends. A composed chart's (All view): what its lines are (the pooled series solid,
+// each environment its own dash), toggles of the ± std band and the min/max envelope, and the
 // environment filter. Plotly's own legend would toggle traces one by one and forget it on the
 // next redraw; these are chart settings, read by every redraw and every overlaid run.
+// Every line chart's run legend (RunLegend): with overlaid runs, a swatch and name per run;
+// hovering a run's item or line dims the other runs' traces until the pointer leaves.
 
 import { ALL_TOGETHER, envOptions, EVERY_ENV, offers } from './compose.js';
 import { DASHARRAY, envDash } from './composed.js';
@@ -50,4 +52,102 @@ export function legendParts(entries, settings, label, onChange) {
   if (entries.some((e) => (e.env ?? null) === null)) parts.push(dashKey(null, 'all', named));
   for (const env of named) parts.push(dashKey(env, env, named));
   return parts;
+}
+
+// ------------------------------------------------------------ runs
+
+/** Opacity factor of the runs not in focus. */
+export const DIM = 0.15;
+/** How far (px) from a run's point the pointer may be and still focus that run. */
+const REACH_PX = 30;
+
+/** The runs a chart names: [{id, name, color}], none for a single run (nothing to tell apart). */
+export function runLegendItems(runs) {
+  return runs.length > 1 ? runs.map((r) => ({ id: r.id, name: r.name, color: r.color })) : [];
+}
+
+/** Trace opacities with every run but `focus` dimmed; `focus` null gives them as drawn. */
+export function focusOpacities(traces, focus, dim = DIM) {
+  return traces.map((t) => {
+    const base = t.opacity ?? 1;
+    const run = t.meta?.run;
+    return focus === null || run === undefined || run === focus ? base : base * dim;
+  });
+}
+
+/** The run of the point nearest `y` (pixels) among [{run, y}], null when none is within reach. */
+export function nearestRun(points, y, reach = REACH_PX) {
+  let best = null;
+  for (const p of points) {
+    const d = Math.abs(p.y - y);
+    if (Number.isFinite(d) && d <= reach && (!best || d < best.d)) best = { run: p.run, d };
+  }
+  return best ? best.run : null;
+}
+
+/**
+ * The run legend of one chart card and its focus: `el` goes in the card; `drawn(fig, runs)`
+ * after every draw (rebuilt only when the runs change), `attach()` after every newPlot.
+ */
+export class RunLegend {
+  constructor(plot, label) {
+    this.plot = plot;
+    this.el = h('ul', { class: 'run-legend', dataset: { runLegend: '' }, hidden: true, 'aria-label': `Runs of ${label}` });
+    this.sig = '';
+    this.focus = null;
+    this.traces = [];
+    this.points = null;
+    this.el.addEventListener('mouseover', (ev) => {
+      const li = ev.target.closest?.('li[data-run]');
+      if (li) this.setFocus(Number(li.dataset.run));
+    });
+    this.el.addEventListener('mouseleave', () => this.setFocus(null));
+    plot.addEventListener('mousemove', (ev) => this.points && this.pick(ev));
+  }
+
+  drawn(fig, runs) {
+    this.traces = fig.data.map((t) => ({ opacity: t.opacity ?? 1, meta: { run: t.meta?.run } }));
+    const items = runLegendItems(runs);
+    const sig = JSON.stringify(items);
+    if (sig !== this.sig) {
+      this.sig = sig;
+      this.el.hidden = items.length === 0;
+      this.el.replaceChildren(...items.map((r) => h('li', { class: 'run-item', dataset: { run: String(r.id) } },
+        h('span', { class: 'run-swatch', style: `background:${r.color}`, 'aria-hidden': 'true' }), r.name)));
+    }
+    if (this.focus !== null) this.apply(); // a redraw drew every run at full opacity
+  }
+
+  /** Listen to Plotly's hover (its listeners go with every purge). */
+  attach() {
+    this.plot.on('plotly_hover', (ev) => {
+      if (this.sig === '' || this.el.hidden) return;
+      this.points = ev.points;
+      if (ev.event) this.pick(ev.event);
+    });
+    this.plot.on('plotly_unhover', () => {
+      this.points = null;
+      this.setFocus(null);
+    });
+  }
+
+  /** Focus the run whose hovered point is nearest the pointer, vertically. */
+  pick(ev) {
+    const top = this.plot.getBoundingClientRect().top;
+    const pts = this.points.filter((p) => p.data?.meta?.run !== undefined && p.yaxis).map((p) => ({
+      run: p.data.meta.run, y: top + p.yaxis._offset + p.yaxis.c2p(p.y) }));
+    this.setFocus(nearestRun(pts, ev.clientY));
+  }
+
+  setFocus(run) {
+    if (run === this.focus) return;
+    this.focus = run;
+    for (const li of this.el.children) li.classList.toggle('dimmed', run !== null && Number(li.dataset.run) !== run);
+    this.apply();
+  }
+
+  apply() {
+    if (!this.plot._fullLayout || this.plot.data?.length !== this.traces.length) return; // purged, or redrawn
+    window.Plotly.restyle(this.plot, { opacity: focusOpacities(this.traces, this.focus) });
+  }
 }

@@ -1,7 +1,7 @@
 // A quick canvas drawing of a chart's figure, shown while plotly.min.js (4.6 MB, seconds to
 // evaluate on a cold cache) is still loading; the Plotly chart replaces it when ready.
 
-import { extent } from './transforms.js';
+import { extent, padRange } from './transforms.js';
 
 const MARGIN = { l: 44, r: 10, t: 6, b: 24 };
 
@@ -32,9 +32,18 @@ function yRange(fig) {
   const r = fig.layout.yaxis.range;
   if (r && fig.layout.yaxis.type !== 'log') return r;
   const e = extent(...fig.data.map((t) => t.y), fig.layout.shapes.map((s) => s.y0));
-  if (!e) return [0, 1];
-  const pad = (e[1] - e[0]) * 0.05 || 1;
-  return [e[0] - pad, e[1] + pad];
+  return e ? padRange(e) : [0, 1]; // the charts' own autoscale rule (transforms.js)
+}
+
+/** A markers-only trace (the last-point dot): filled circles. */
+function dots(ctx, t, sx, sy) {
+  ctx.fillStyle = t.marker.color;
+  for (let i = 0; i < t.x.length; i++) {
+    if (t.y[i] === null || !Number.isFinite(t.y[i])) continue;
+    ctx.beginPath();
+    ctx.arc(sx(t.x[i]), sy(t.y[i]), (t.marker.size ?? 6) / 2, 0, 2 * Math.PI);
+    ctx.fill();
+  }
 }
 
 /** Draw `fig` ({data, layout} from buildFigure) into `canvas`, sized to its box. */
@@ -77,6 +86,10 @@ export function sketch(canvas, fig, theme) {
     if (!n) continue;
     if (t.type === 'heatmap') {
       cells(ctx, t, sx, sy);
+      continue;
+    }
+    if (t.mode === 'markers') {
+      dots(ctx, t, sx, sy);
       continue;
     }
     ctx.beginPath();

@@ -4,8 +4,8 @@
 // are drawn as they come, never rescaled here.
 
 import {
-  acceptMask, alignByStep, ema, extent, limitIndices, outlierBounds, padRange, pick, timeAxis,
-  timeUnit,
+  acceptMask, alignByStep, autoscale, ema, extent, limitIndices, outlierBounds, padRange, pick,
+  positiveExtent, timeAxis, timeUnit,
 } from './transforms.js';
 import { escapePlotly } from './text.js';
 
@@ -77,12 +77,25 @@ export function lineTraces(p, x, page) {
   return out;
 }
 
-/** Finite values that decide the y-range: accepted points only when outliers are ignored. */
+/** The values of `arr` inside its own outlier bounds (all of them when it has too few). */
+function withoutOutliers(arr) {
+  const b = outlierBounds(arr);
+  return b ? arr.filter((v) => v >= b.lo && v <= b.hi) : arr;
+}
+
+/**
+ * Finite values that decide the y-range: accepted points only when outliers are ignored (a
+ * composed chart's min/max envelope, `p.envelope`, then by its own outlier bounds).
+ */
 function rangeValues(p) {
-  const ok = (arr) => (arr ? arr.filter((_, i) => p.accept[i]) : null);
-  const okBand = (arr) => (p.band ? arr.filter((_, i) => p.band.accept[i]) : null);
-  if (p.bounds) return [ok(p.y), p.ema, okBand(p.band?.lo), okBand(p.band?.hi)];
-  return [p.y, p.ema, p.downsampled ? p.bmin : null, p.downsampled ? p.bmax : null, p.band?.lo, p.band?.hi];
+  const envelope = p.envelope ?? [];
+  if (p.bounds) {
+    const ok = (arr) => arr.filter((_, i) => p.accept[i]);
+    const okBand = (arr) => (p.band ? arr.filter((_, i) => p.band.accept[i]) : null);
+    return [ok(p.y), p.ema, okBand(p.band?.lo), okBand(p.band?.hi), ...envelope.map(withoutOutliers)];
+  }
+  return [p.y, p.ema, p.downsampled ? p.bmin : null, p.downsampled ? p.bmax : null, p.band?.lo, p.band?.hi,
+    ...envelope];
 }
 
 /** Declared bounds as dotted lines (raw values only), and the zero line of advantage. */
@@ -107,23 +120,45 @@ export function referenceShapes(prepared, entry, normalized, theme) {
   return shapes;
 }
 
-/** A fixed y-range when something asks for one (a normalized chart always shows 0–1). */
-export function yAxisRange(prepared, chart, normalized, shapes) {
-  const wanted = chart.ignoreOutliers || normalized || chart.yMin !== null || chart.yMax !== null;
-  if (!wanted) return null;
-  let ext = extent(...prepared.flatMap(rangeValues));
-  if (normalized) ext = ext ? [Math.min(0, ext[0]), Math.max(1, ext[1])] : [0, 1];
-  if (!ext) return null;
-  if (!normalized && shapes.length) ext = extent(ext, shapes.map((s) => s.y0));
-  let [lo, hi] = padRange(ext, normalized && !chart.ignoreOutliers ? 0.03 : 0.05);
-  if (chart.yMin !== null) lo = chart.yMin;
-  if (chart.yMax !== null) hi = chart.yMax;
+/**
+ * The y-range, Telescope's autoscale: the extent of what is drawn (accepted points only when
+ * outliers are ignored), the declared bounds and, with `includeZero` (advantage, stacked
+ * counts), zero; padded by transforms.autoscalePad. A normalized chart spans 0–1 at least.
+ * y min / max replace their end. Log y: the same rule in decades, over positive values. Null
+ * (Plotly's autorange) only when nothing is drawn.
+ */
+export function yAxisRange(prepared, chart, { normalized = false, shapes = [], includeZero = false } = {}) {
+  const values = prepared.flatMap(rangeValues);
+  if (!normalized) values.push(shapes.map((s) => s.y0));
+  const given = (v) => v !== null && v !== undefined && Number.isFinite(v);
   if (chart.logY) {
-    if (!(hi > 0)) return null;
-    if (!(lo > 0)) lo = hi / 1e3;
-    return [Math.log10(lo), Math.log10(hi)];
+    const pos = positiveExtent(...values);
+    let [lo, hi] = pos ? padRange(pos.map(Math.log10)) : [null, null];
+    if (given(chart.yMin) && chart.yMin > 0) lo = Math.log10(chart.yMin);
+    if (given(chart.yMax) && chart.yMax > 0) hi = Math.log10(chart.yMax);
+    return lo !== null && hi !== null && hi > lo ? [lo, hi] : null;
   }
-  return hi > lo ? [lo, hi] : null;
+  let ext = extent(...values);
+  if (normalized) ext = ext ? [Math.min(0, ext[0]), Math.max(1, ext[1])] : [0, 1];
+  let [lo, hi] = autoscale(ext, { includeZero }) ?? [null, null];
+  if (given(chart.yMin)) lo = chart.yMin;
+  if (given(chart.yMax)) hi = chart.yMax;
+  return lo !== null && hi !== null && hi > lo ? [lo, hi] : null;
+}
+
+/**
+ * A dot on the last point of a run's main line (its EMA when drawn), in the run's colour with
+ * a ring of the background; null when the line has no finite point.
+ */
+export function lastPointTrace(p, x, theme) {
+  const y = p.ema ?? p.y;
+  for (let i = y.length - 1; i >= 0; i--) {
+    if (y[i] === null || !Number.isFinite(y[i])) continue;
+    return { type: 'scatter', mode: 'markers', x: [x[i]], y: [y[i]], hoverinfo: 'skip', showlegend: false,
+      marker: { color: p.run.color, size: 7, line: { color: theme.bg, width: 1.5 } },
+      meta: { run: p.run.id, role: 'last' }, uid: `r${p.run.id}-last` };
+  }
+  return null;
 }
 
 /** The layout every line chart shares (axes, theme, hover), with its y-range and shapes. */
@@ -162,15 +197,19 @@ export function buildFigure({ entry, runs, chart, page, theme, zoom = null, norm
   const unit = timeUnit(span);
   const fills = [];
   const lines = [];
+  const dots = [];
   let points = 0;
   for (const p of prepared) {
     p.unit = unit;
     points += p.y.length;
-    for (const t of lineTraces(p, xOf(p, page, unit, p.step, p.time), page)) (t.fill ? fills : lines).push(t);
+    const x = xOf(p, page, unit, p.step, p.time);
+    for (const t of lineTraces(p, x, page)) (t.fill ? fills : lines).push(t);
+    const dot = lastPointTrace(p, x, theme);
+    if (dot) dots.push(dot);
   }
-  const data = fills.concat(lines); // every band under every line
+  const data = fills.concat(lines, dots); // every band under every line, the dots on top
   const shapes = referenceShapes(prepared, entry, normalized, theme);
-  const yRange = zoom?.y ?? yAxisRange(prepared, chart, normalized, shapes);
+  const yRange = zoom?.y ?? yAxisRange(prepared, chart, { normalized, shapes, includeZero: entry.kind === 'advantage' });
   const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
   return { data, layout, points, unit, prepared };
 }

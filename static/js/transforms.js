@@ -1,6 +1,6 @@
 // Pure numeric transforms of chart data (no DOM, no Plotly): EMA, outlier bounds, time axis,
-// and merging live points into (possibly downsampled) arrays. (Normalization is the server's:
-// see normalized.js.)
+// the y autoscale rule, and merging live points into (possibly downsampled) arrays.
+// (Normalization is the server's: see normalized.js.)
 // Tested with `node --test tests/js/`.
 
 export const SPAN_MIN = 2;
@@ -109,11 +109,33 @@ export function extent(...arrays) {
   return lo <= hi ? [lo, hi] : null;
 }
 
-/** [lo, hi] widened by `frac` of its span on both sides (a flat range gets ±|v|·frac or ±1). */
-export function padRange([lo, hi], frac = 0.05) {
-  const span = hi - lo;
-  const pad = span > 0 ? span * frac : Math.abs(lo) * frac || 1;
+/**
+ * Telescope's autoscale padding of a y extent: max(10% of its span, 5% of |max|, 1e-10) on
+ * both sides, so a flat line still gets a visible band around it.
+ */
+export function autoscalePad([lo, hi]) {
+  return Math.max(0.1 * (hi - lo), 0.05 * Math.abs(hi), 1e-10);
+}
+
+/** [lo, hi] widened on both sides by autoscalePad. */
+export function padRange([lo, hi]) {
+  const pad = autoscalePad([lo, hi]);
   return [lo - pad, hi + pad];
+}
+
+/**
+ * The autoscaled y-range of an extent (null stays null): zero joins the extent first when
+ * `includeZero` (advantage charts, stacked counts), then padRange.
+ */
+export function autoscale(ext, { includeZero = false } = {}) {
+  if (!ext) return null;
+  const [lo, hi] = includeZero ? [Math.min(ext[0], 0), Math.max(ext[1], 0)] : ext;
+  return padRange([lo, hi]);
+}
+
+/** Min and max of the positive finite numbers of several arrays (a log axis); null if none. */
+export function positiveExtent(...arrays) {
+  return extent(...arrays.map((arr) => (arr ? arr.filter((v) => v > 0) : null)));
 }
 
 // ------------------------------------------------------------- series arrays

@@ -41,7 +41,7 @@ def test_a_reward_chart_composes_stats_and_envs_with_toggles_and_filter(page, da
     got = roles(page, MEAN, "gd.data.some(t => t.meta.role === 'envelope')"
                 " && gd.data.filter(t => t.meta.role === 'env').length === 2")
     assert got == [("envelope", None), ("band", None), ("raw", None), ("env", "countdown"),
-                   ("env", "math")]
+                   ("env", "math"), ("last", None)]  # a dot ends the main line
     # No chart of a single statistic or environment is left.
     for stat, env in [("std", None), ("min", None), ("max", None), ("mean", "countdown")]:
         other = series_id("reward", "reward", stat, env)
@@ -56,21 +56,21 @@ def test_a_reward_chart_composes_stats_and_envs_with_toggles_and_filter(page, da
     legend = card(page, MEAN).locator("[data-chart-legend]")
     legend.get_by_label("± std").uncheck()
     assert [r for r, _ in roles(page, MEAN, "!gd.data.some(t => t.meta.role === 'band')")] == [
-        "envelope", "raw", "env", "env"]
+        "envelope", "raw", "env", "env", "last"]
     legend.get_by_label("min/max").uncheck()
     assert [r for r, _ in roles(page, MEAN, "!gd.data.some(t => t.meta.role === 'envelope')")] == [
-        "raw", "env", "env"]
+        "raw", "env", "env", "last"]
     legend.get_by_label("± std").check()
     legend.get_by_label("min/max").check()
     # One environment: its own line, band and envelope only.
     legend.get_by_label("Environments of reward").select_option("math")
     got = roles(page, MEAN, "gd.data.every(t => t.meta.env === 'math')")
-    assert got == [("envelope", "math"), ("band", "math"), ("env", "math")]
+    assert got == [("envelope", "math"), ("band", "math"), ("env", "math"), ("last", "math")]
     fig = wait_chart(page, MEAN)
     assert next(t for t in fig["data"] if t["meta"]["role"] == "env")["y"] == [0.75, 0.25, 0.75]
     legend.get_by_label("Environments of reward").select_option("@")
     assert roles(page, MEAN, "gd.data.every(t => t.meta.env === null)") == [
-        ("envelope", None), ("band", None), ("raw", None)]
+        ("envelope", None), ("band", None), ("raw", None), ("last", None)]
 
 
 def test_groups_counts_share_one_stacked_chart(page, dashboard):

@@ -73,7 +73,8 @@ test('a composed figure: envelope and band under the lines, envs dashed, one pre
     chart: { band: true, envelope: true, ignoreFirst: false, ignoreOutliers: false, logY: false, yMin: null, yMax: null },
     runs: [{ id: 7, name: 'r', color: '#112233', t0: 100, firstStep: 0, range: null, members }] });
   const roles = fig.data.map((t) => t.meta.role);
-  assert.deepEqual(roles, ['envelope', 'band', 'raw', 'env']);
+  assert.deepEqual(roles, ['envelope', 'band', 'raw', 'env', 'last']); // a dot ends the main line
+  assert.deepEqual([fig.data.at(-1).x, fig.data.at(-1).y], [[2], [3]]);
   const env = fig.data.find((t) => t.meta.role === 'envelope');
   assert.deepEqual(env.y, [5, 5, 5, 0, 0, 0]);
   assert.equal(fig.data.find((t) => t.meta.role === 'env').line.dash, envDash('a', ['a', 'b']));
@@ -93,4 +94,35 @@ test('groups counts stack, the total stays a line', () => {
   assert.ok(stacks.every((t) => t.stackgroup === 'r1'));
   // all_min is a subset of tied: a line over the stack, never stacked (no double count)
   assert.ok(fig.data.some((t) => t.meta.stat === 'all_min' && !t.stackgroup));
+});
+
+test('a composed chart autoscales over its lines, band and envelope; stacks from zero to their top', () => {
+  const chart = { band: true, envelope: true, ignoreFirst: false, ignoreOutliers: false, logY: false, yMin: null, yMax: null };
+  const members = [
+    { entry: REWARD[0], role: 'line', data: series([1, 2, 3]) },
+    { entry: REWARD[6], role: 'min', data: series([0, 0, 0]) },
+    { entry: REWARD[9], role: 'max', data: series([10, 5, 5]) },
+  ];
+  const fig = buildComposedFigure({ primary: REWARD[0], envs: [], theme, page, chart,
+    runs: [{ id: 7, name: 'r', color: '#112233', t0: 100, firstStep: 0, range: null, members }] });
+  assert.deepEqual(fig.layout.yaxis.range, [-1, 11]); // the envelope's 0..10, padded by 10%
+  const noEnvelope = buildComposedFigure({ primary: REWARD[0], envs: [], theme, page, chart: { ...chart, envelope: false },
+    runs: [{ id: 7, name: 'r', color: '#112233', t0: 100, firstStep: 0, range: null, members: members.slice(0, 1) }] });
+  assert.deepEqual(noEnvelope.layout.yaxis.range.map((v) => Math.round(v * 1e9) / 1e9), [0.8, 3.2]);
+  // Groups: informative + tied stacked reach 4 and 5; zero is in, and the count line is the top.
+  const g = (stat, v) => ({ entry: e('groups', 'groups', stat), role: roleOf(e('groups', 'groups', stat)), data: series(v) });
+  const groups = buildComposedFigure({ primary: e('groups', 'groups', 'count'), theme, page, chart,
+    runs: [{ id: 1, name: 'r', color: '#112233', t0: 100, firstStep: 0, range: null,
+      members: [g('informative', [3, 1]), g('tied', [1, 4])] }] });
+  assert.deepEqual(groups.layout.yaxis.range, [-0.5, 5.5]);
+  assert.equal(groups.data.filter((t) => t.meta.role === 'last').length, 0); // no dot on a stack
+});
+
+test('a dot ends each run\'s main line only, not every environment\'s', () => {
+  const chart = { band: false, envelope: false, ignoreFirst: false, ignoreOutliers: false, logY: false, yMin: null, yMax: null };
+  const members = [{ entry: REWARD[1], role: 'line', data: series([0, 1, 2]) }, { entry: REWARD[0], role: 'line', data: series([1, 2, 4]) }];
+  const runs = [7, 8].map((id) => ({ id, name: `r${id}`, color: '#112233', t0: 100, firstStep: 0, range: null, members }));
+  const fig = buildComposedFigure({ primary: REWARD[0], envs: ['a', 'b'], theme, page, chart, runs });
+  const dots = fig.data.filter((t) => t.meta.role === 'last');
+  assert.deepEqual(dots.map((t) => [t.meta.run, t.meta.env, t.y[0]]), [[7, null, 4], [8, null, 4]]);
 });

@@ -134,3 +134,64 @@ test('withAlpha', () => {
   assert.equal(withAlpha('#ff0080', 0.5), 'rgba(255,0,128,0.5)');
   assert.equal(withAlpha('bad', 0.2), 'rgba(128,128,128,0.2)');
 });
+
+// ------------------------------------------------------------ Telescope parity (issue 10, item 5)
+
+const close = (a, b, eps = 1e-9) => assert.ok(Math.abs(a - b) <= eps, `${a} != ${b}`);
+const closeRange = (r, [lo, hi]) => { close(r[0], lo); close(r[1], hi); };
+
+test('the y-range follows Telescope\'s autoscale: max(10% of the range, 5% of |max|, 1e-10)', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [2, 4, 3])], chart: chart(), page: page(), theme });
+  assert.equal(fig.layout.yaxis.autorange, false);
+  closeRange(fig.layout.yaxis.range, [1.8, 4.2]); // pad 0.2 (5% of 4 = 0.2 = 10% of 2)
+  const flat = buildFigure({ entry: entry(), runs: [run(1, [100, 100])], chart: chart(), page: page(), theme });
+  closeRange(flat.layout.yaxis.range, [95, 105]); // a flat line: 5% of |max|
+  const zero = buildFigure({ entry: entry(), runs: [run(1, [0, 0])], chart: chart(), page: page(), theme });
+  closeRange(zero.layout.yaxis.range, [-1e-10, 1e-10]);
+  // Every drawn run counts, and so do the EMA and the declared bounds.
+  const two = buildFigure({ entry: entry(), runs: [run(1, [1, 2]), run(2, [5, 6])], chart: chart(), page: page(), theme });
+  closeRange(two.layout.yaxis.range, [0.5, 6.5]);
+  const declared = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }),
+    runs: [run(1, [0.5, 1], { range: { min: 0, max: 2, source: 'declared' } })], chart: chart({ band: false }), page: page(), theme });
+  closeRange(declared.layout.yaxis.range, [-0.2, 2.2]);
+});
+
+test('advantage charts always include zero; normalized charts span 0–1 at least', () => {
+  const adv = buildFigure({ entry: entry({ kind: 'advantage', stat: 'mean' }), runs: [run(1, [0.5, 1.5])], chart: chart(), page: page(), theme });
+  closeRange(adv.layout.yaxis.range, [-0.15, 1.65]);
+  const twin = run(1, [0.2, 0.4], { range: { normalized: true, min: 0, max: 2, source: 'declared' } });
+  const norm = buildFigure({ entry: entry({ kind: 'reward', stat: 'mean' }), runs: [twin], chart: chart(), page: page(), theme, normalized: true });
+  closeRange(norm.layout.yaxis.range, [-0.1, 1.1]);
+});
+
+test('ignored outliers leave the range; y min / max replace one end; log y pads in decades', () => {
+  const values = [1, 1.1, 0.9, 1.05, 0.95, 50, 1];
+  const fig = buildFigure({ entry: entry(), runs: [run(1, values)], chart: chart({ ignoreOutliers: true }), page: page(), theme });
+  closeRange(fig.layout.yaxis.range, [0.9 - 0.055, 1.1 + 0.055]); // 5% of 1.1 beats 10% of 0.2
+  const kept = buildFigure({ entry: entry(), runs: [run(1, values)], chart: chart(), page: page(), theme });
+  closeRange(kept.layout.yaxis.range, [0.9 - 4.91, 50 + 4.91]);
+  const top = buildFigure({ entry: entry(), runs: [run(1, [2, 4])], chart: chart({ yMax: 5 }), page: page(), theme });
+  closeRange(top.layout.yaxis.range, [1.8, 5]);
+  const log = buildFigure({ entry: entry(), runs: [run(1, [0, 1, 10, 100])], chart: chart({ logY: true }), page: page(), theme });
+  closeRange(log.layout.yaxis.range, [-0.2, 2.2]); // 10^0..10^2, zero left out
+  const none = buildFigure({ entry: entry(), runs: [run(1, [-1, 0])], chart: chart({ logY: true }), page: page(), theme });
+  assert.equal(none.layout.yaxis.autorange, true); // nothing a log axis can show
+});
+
+test('a user zoom keeps its y-range', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [1, 2])], chart: chart(), page: page(), theme, zoom: { y: [0, 9] } });
+  assert.deepEqual(fig.layout.yaxis.range, [0, 9]);
+});
+
+test('a dot marks the last point of each run\'s main line, the EMA when drawn', () => {
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [1, 2, 3]), run(2, [5, NaN], { color: '#abcdef' })],
+    chart: chart(), page: page(), theme });
+  const dots = fig.data.filter((t) => t.meta.role === 'last');
+  assert.deepEqual(dots.map((t) => [t.meta.run, t.x, t.y, t.marker.color]), [[1, [2], [3], '#112233'], [2, [0], [5], '#abcdef']]);
+  assert.ok(fig.data.slice(-2).every((t) => t.meta.role === 'last')); // on top of every line
+  assert.equal(dots[0].hoverinfo, 'skip'); // the tooltip lists the lines, not the dots
+  const ema = buildFigure({ entry: entry(), runs: [run(1, [4, 2, 6])], chart: chart(), page: page({ ema: true, span: 3 }), theme });
+  assert.deepEqual(role(ema, 'last').y, [4.5]);
+  const time = buildFigure({ entry: entry(), runs: [run(1, [4, 2, 6])], chart: chart(), page: page({ xaxis: 'time' }), theme });
+  assert.deepEqual(role(time, 'last').x, [20]);
+});

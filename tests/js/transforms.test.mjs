@@ -3,9 +3,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
-  acceptMask, alignByStep, clampSpan, compact, ema, emaAlpha, extent, firstStepTime, fromPayload,
-  limitIndices, lowerBound, mergePoints, outlierBounds, padRange, quantile,
-  spliceDetail, timeAxis, timeUnit,
+  acceptMask, alignByStep, autoscale, autoscalePad, clampSpan, compact, ema, emaAlpha, extent,
+  firstStepTime, fromPayload, limitIndices, lowerBound, mergePoints, outlierBounds, padRange,
+  positiveExtent, quantile, spliceDetail, timeAxis, timeUnit,
 } from '../../static/js/transforms.js';
 
 const close = (a, b, eps = 1e-12) => assert.ok(Math.abs(a - b) <= eps, `${a} != ${b}`);
@@ -63,8 +63,27 @@ test('time axis counts from the end of the first step', () => {
 test('extent and padRange', () => {
   assert.deepEqual(extent([1, null, 5], [NaN, -2]), [-2, 5]);
   assert.equal(extent([null]), null);
-  assert.deepEqual(padRange([0, 10], 0.1), [-1, 11]);
-  assert.deepEqual(padRange([2, 2], 0.5), [1, 3]);
+  // Telescope's rule: pad = max(10% of the range, 5% of |max|, 1e-10), both sides.
+  assert.deepEqual(padRange([0, 10]), [-1, 11]); // 10% of the range wins
+  assert.deepEqual(padRange([2, 2]), [1.9, 2.1]); // a flat line: 5% of |max|
+  close(padRange([99, 100])[0], 94, 1e-9); // 5% of |max| (5) beats 10% of the range (0.1)
+  close(padRange([99, 100])[1], 105, 1e-9);
+  assert.deepEqual(padRange([0, 0]), [-1e-10, 1e-10]); // all zero: the floor
+  assert.deepEqual(padRange([-10, -8]), [-10.4, -7.6]); // |max| = 8: 0.4 beats 0.2
+});
+
+test('autoscale pads an extent, with zero in it when asked (advantage charts)', () => {
+  assert.equal(autoscale(null), null);
+  assert.deepEqual(autoscale([0, 10]), [-1, 11]);
+  const adv = autoscale([0.5, 1.5], { includeZero: true }); // [0, 1.5]: pad 0.15
+  close(adv[0], -0.15);
+  close(adv[1], 1.65);
+  const neg = autoscale([-3, -1], { includeZero: true }); // [-3, 0]: pad max(0.3, 0, 1e-10)
+  close(neg[0], -3.3);
+  close(neg[1], 0.3);
+  assert.equal(autoscalePad([5, 5]), 0.25);
+  assert.deepEqual(positiveExtent([-1, 0, 2, 8], null, [NaN, 0.5]), [0.5, 8]);
+  assert.equal(positiveExtent([-1, 0]), null);
 });
 
 test('lowerBound finds the insertion point', () => {
