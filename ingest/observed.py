@@ -23,9 +23,13 @@ def observed_ranges(run_id: int) -> Observed:
         return {(env, kind, key): (lo, hi) for env, kind, key, lo, hi in cur.fetchall()}
 
 
-def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) -> bool:
-    """Widen the run's observed ranges by a samples message; True when a range that is in use
-    (not fully declared) widened, i.e. earlier steps must be re-aggregated."""
+SIGNIFICANT = 0.01  # a range in use grew by more than this share of its width
+
+
+def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) -> str | None:
+    """Widen the run's observed ranges by a samples message. When a range that is in use (not
+    fully declared) widened, earlier steps must be re-aggregated: "major" when one grew by more
+    than SIGNIFICANT of its width (or had none), "minor" for smaller creep; else None."""
     kept = msg.discard_reason == ""
     columns = [("reward", "reward", msg.reward),
                *(("sample", m, v) for m, v in msg.metrics.items())]
@@ -33,16 +37,20 @@ def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) ->
     if not seen:
         return False
     known = observed_ranges(run_id)
-    new, widened, in_use = [], [], False
+    new, widened, change = [], [], None
     for (env, kind, key), (lo, hi) in seen.items():
         old = known.get((env, kind, key))
         if old is None:
             new.append((run_id, env, kind, key, lo, hi))
         elif lo < old[0] or hi > old[1]:
-            widened.append((min(lo, old[0]), max(hi, old[1]), run_id, env, kind, key))
+            wide = (min(lo, old[0]), max(hi, old[1]))
+            widened.append((*wide, run_id, env, kind, key))
             declared = bound(ranges.get(env, EnvRanges()) if env else EnvRanges(), None,
                              kind, key)
-            in_use = in_use or declared.source != "declared"
+            if declared.source != "declared":
+                width = old[1] - old[0]
+                grew = (wide[1] - wide[0] - width) > SIGNIFICANT * width
+                change = "major" if grew or change == "major" else "minor"
     with connection.cursor() as cur:
         if new:
             cur.executemany("INSERT INTO ingest_observedrange (run_id, env, kind, key, lo, hi)"
@@ -50,4 +58,4 @@ def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) ->
         if widened:
             cur.executemany("UPDATE ingest_observedrange SET lo = %s, hi = %s WHERE run_id = %s"
                             " AND env = %s AND kind = %s AND key = %s", widened)
-    return in_use
+    return change

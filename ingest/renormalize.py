@@ -1,11 +1,12 @@
 """When an observed range widens, earlier steps are re-normalized — at most once per
-DELAY_SECONDS per run.
+DELAY_SECONDS per run (MINOR_DELAY_SECONDS for a range that merely creeps).
 
 A reward or sample metric without declared bounds is normalized by its observed range
 (ingest.normalize), which widens as new extremes arrive: with continuous values almost every
 batch early in a run. Re-aggregating every step on each widening would make ingest quadratic, so
-a widening only schedules the run (`Run.renormalize_at`, the first widening's time plus the
-delay; later ones join it). The server's pipeline marks the scheduled runs' steps dirty when due
+a widening only schedules the run (`Run.renormalize_at`: DELAY_SECONDS after a range grew by
+more than 1% of its width, MINOR_DELAY_SECONDS after it merely crept; later widenings join the
+earliest schedule). The server's pipeline marks the scheduled runs' steps dirty when due
 (`apply_due`, from its sweep), and a `barrier` applies its run's schedule at once (`apply_now`),
 so what a barrier makes readable is normalized by the latest range. Steps aggregated meanwhile
 use the newest range already; only older steps lag, by at most the delay plus a sweep.
@@ -17,7 +18,8 @@ import time
 
 from django.db import connection, transaction
 
-DELAY_SECONDS = 5.0
+DELAY_SECONDS = 5.0  # after a range grew by more than ingest.observed.SIGNIFICANT ...
+MINOR_DELAY_SECONDS = 60.0  # ... after it only crept (continuous values' new extremes)
 
 
 def mark_all_dirty(run_id: int) -> None:
@@ -28,11 +30,14 @@ def mark_all_dirty(run_id: int) -> None:
                     " WHERE run_id = %s", [True, run_id])
 
 
-def schedule(run_id: int) -> None:
-    """An observed range of the run widened (in the ingest transaction)."""
+def schedule(run_id: int, change: str) -> None:
+    """An observed range of the run widened (in the ingest transaction): "major" or "minor"
+    (see ingest.observed.merge_observed). The earliest schedule wins."""
+    at = time.time() + (DELAY_SECONDS if change == "major" else MINOR_DELAY_SECONDS)
     with connection.cursor() as cur:
-        cur.execute("UPDATE ingest_run SET renormalize_at = COALESCE(renormalize_at, %s)"
-                    " WHERE id = %s", [time.time() + DELAY_SECONDS, run_id])
+        cur.execute("UPDATE ingest_run SET renormalize_at = CASE WHEN renormalize_at IS NULL"
+                    " OR renormalize_at > %s THEN %s ELSE renormalize_at END WHERE id = %s",
+                    [at, at, run_id])
 
 
 def _apply(where: str, params: list[float | int]) -> list[int]:

@@ -288,8 +288,9 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
             " DO UPDATE SET dirty = excluded.dirty, version = ingest_stepstate.version + 1",
             [(w.run.pk, s, now, True, b"", b"") for s in steps.tolist()],
         )
-    if merge_observed(w.run.pk, msg, env_ranges(w.run.pk)):
-        renormalize.schedule(w.run.pk)  # a wider observed range renormalizes every step
+    change = merge_observed(w.run.pk, msg, env_ranges(w.run.pk))
+    if change is not None:
+        renormalize.schedule(w.run.pk, change)  # a wider observed range renormalizes every step
     w.dirty = True
     w.see_step(int(steps[-1]))
 

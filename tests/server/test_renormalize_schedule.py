@@ -68,3 +68,15 @@ async def test_the_pipeline_applies_a_due_renormalization(trainer: Trainer) -> N
         lambda: Run.objects.filter(pk=run_id).update(renormalize_at=time.time() - 1))()
     assert await database_sync_to_async(renormalize.apply_due)() == [run_id]
     assert await database_sync_to_async(reads.pending_steps)(run_id) == 2  # every step
+
+
+async def test_a_range_that_merely_creeps_waits_longer(trainer: Trainer) -> None:
+    await send(trainer, samples_msg(0, [0.0, 1.0], mid="a", env="e"))
+    before = time.time()
+    await send(trainer, samples_msg(1, [1.001], mid="b", env="e"))  # 0.1% of the width
+    run_id, due = await database_sync_to_async(state)()
+    assert due is not None and before + renormalize.MINOR_DELAY_SECONDS <= due
+    await send(trainer, samples_msg(2, [1.5], mid="c", env="e"))  # 50%: sooner
+    _, sooner = await database_sync_to_async(state)()
+    assert sooner is not None and sooner < before + renormalize.MINOR_DELAY_SECONDS
+    assert sooner <= time.time() + renormalize.DELAY_SECONDS
