@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db import DataError, transaction
 
+from ingest import bulk
 from ingest.runs import find_run
 from ingest.store import Outcome, apply_message
 from trainer_hooks import protocol as p
@@ -18,14 +19,24 @@ from trainer_hooks import protocol as p
 MAX_BATCH_MESSAGES = 1000
 
 
+def _validate(obj: Any) -> p.AnyMessage | Outcome:
+    """The typed message, or the error reply of a bad one."""
+    try:
+        return p.validate_message(obj)
+    except p.ProtocolError as exc:
+        return Outcome(exc.as_reply(p.message_id(obj)))
+
+
 def handle_object(project_id: int, obj: Any,
                   created: dict[tuple[int, str], int] | None = None) -> Outcome:
     """Validate and store one decoded message; a bad one gets an error reply and writes
     nothing."""
-    try:
-        msg = p.validate_message(obj)
-    except p.ProtocolError as exc:
-        return Outcome(exc.as_reply(p.message_id(obj)))
+    msg = _validate(obj)
+    return msg if isinstance(msg, Outcome) else _apply(project_id, msg, created)
+
+
+def _apply(project_id: int, msg: p.AnyMessage,
+           created: dict[tuple[int, str], int] | None) -> Outcome:
     if isinstance(msg, p.Barrier):
         # Stores nothing (and creates no run); the transport acks once `aggregated` holds.
         return Outcome({"type": "ack", "id": msg.id}, run_id=find_run(project_id, msg),
@@ -52,8 +63,24 @@ def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:
                               f"limit is {MAX_BATCH_MESSAGES}")
         return [Outcome(err.as_reply(p.message_id(o))) for o in objs]
     created: dict[tuple[int, str], int] = {}
+    msgs = [_validate(o) for o in objs]
+    out: list[Outcome] = []
     with transaction.atomic():
-        return [handle_object(project_id, obj, created) for obj in objs]
+        i = 0
+        while i < len(msgs):
+            j = bulk.group_end(msgs, i)  # consecutive plain step messages of one run: together
+            if j - i >= bulk.MIN_GROUP:
+                try:
+                    out += bulk.apply_steps(project_id,
+                                            [m for m in msgs[i:j] if bulk.eligible(m)], created)
+                    i = j
+                    continue
+                except bulk.Fallback:
+                    pass  # nothing of the group was written: one by one below
+            for msg in msgs[i:j]:
+                out.append(msg if isinstance(msg, Outcome) else _apply(project_id, msg, created))
+            i = j
+    return out
 
 
 def handle_frame(project_id: int, data: bytes | str, *,

@@ -79,6 +79,19 @@ def service_state(tmp_path: Path) -> Iterator[ServerState]:
     state.drop()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_process_caches() -> None:
+    """Each test starts with empty per-process caches keyed by database ids (series pks,
+    categorical kinds and codes, series arrays): a flushed test database may hand the same ids
+    to other rows."""
+    from ingest import categorical, reads, store
+
+    store._SERIES_PKS.clear()
+    categorical._KINDS.clear()
+    categorical._CODES.clear()
+    reads.CACHE = reads.SeriesCache()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _materializer_leaves_no_connection(django_db_setup: None,
                                        django_db_blocker: Any) -> Iterator[None]:
