@@ -9,6 +9,7 @@ from ingest.materialize import STEPS_PER_PASS
 from ingest.series_ids import series_id
 from tests.browser.conftest import wait_chart
 from tests.browser.test_metrics_page import open_metrics
+from trainer_hooks.protocol import MAX_STEPS_PER_MESSAGE
 
 pytestmark = pytest.mark.browser
 
@@ -26,11 +27,15 @@ new MutationObserver(() => {
 """
 
 
-def many_steps(run: str) -> dict:
-    steps = [s for s in range(STEPS) for _ in range(4)]
-    return {"v": 1, "id": f"{run}-many", "type": "samples", "run": run, "step": steps,
-            "env": "countdown", "sample_id": list(range(len(steps))),
-            "group_id": [s for s in steps], "reward": [float(i % 2) for i in range(len(steps))]}
+def many_steps(run: str) -> list[dict]:
+    """STEPS steps of 4 samples, in messages of at most MAX_STEPS_PER_MESSAGE steps."""
+    out = []
+    for lo in range(0, STEPS, MAX_STEPS_PER_MESSAGE):
+        steps = [s for s in range(lo, min(lo + MAX_STEPS_PER_MESSAGE, STEPS)) for _ in range(4)]
+        out.append({"v": 1, "id": f"{run}-many-{lo}", "type": "samples", "run": run,
+                    "step": steps, "env": "countdown", "sample_id": list(range(len(steps))),
+                    "group_id": steps, "reward": [float(i % 2) for i in range(len(steps))]})
+    return out
 
 
 def test_a_range_change_shows_the_backlog_until_it_is_worked_off(page, dashboard):
