@@ -19,10 +19,16 @@ $(VENV)/.dev: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@ $(VENV)/.server
 
+# The server, and beside it a live demo run (telescope_ui/live_demo.py; LIVE_DEMO=0: none) that
+# watches the server's pid: `exec` makes the shell's pid the server's, so Ctrl-C stops both.
+LIVE_DEMO ?= 1
 run: $(VENV)/.server
 	$(PY) manage.py migrate -v 0
 	$(PY) manage.py demo --if-empty
-	$(PY) -m telescope_ui.serve --host $(HOST) --port $(PORT)
+	@if [ "$(LIVE_DEMO)" = 1 ]; then \
+	  $(PY) -m telescope_ui.live_demo --url http://$(HOST):$(PORT) --watch-pid $$$$ & \
+	fi; \
+	exec $(PY) -m telescope_ui.serve --host $(HOST) --port $(PORT)
 
 test: test-js test-python
 
@@ -41,6 +47,9 @@ bench: $(VENV)/.dev
 	$(PY) bench/hooks.py
 	$(PY) bench/browser.py
 	$(PY) bench/renormalize.py
+	$(PY) bench/peers_workload.py
+	$(PY) bench/samples.py
+	$(PY) bench/soak.py
 
 clean:
 	rm -rf $(VENV) data

@@ -5,7 +5,8 @@ then EOS (it may write up to 3 tokens, so it also has to learn to stop). The pol
 MLP over summed embeddings of the prompt, the position and the previous token. Each step
 samples G completions per prompt from a bfloat16 "inference engine" copy (so the rollout
 logprobs differ from the trainer's, as vLLM's do), scores them with
-`DigitSumEnv.compute_reward` (captured by a `RewardRecorder`), computes GRPO group advantages,
+`DigitSumEnv.compute_reward` (captured by a `RewardRecorder`, with each sample's prompt and
+completion as text for the dashboard's sample viewer), computes GRPO group advantages,
 and takes one optimizer step over gradient-accumulation chunks with a clipped policy-gradient
 loss. Step metrics go through a `StepWindow` reduced with `reduce_window`; timings come from a
 `Timeline`; everything is sent with `connect(...)`.
@@ -140,6 +141,12 @@ def generate(engine: TinyPolicy, prompts: torch.Tensor, gen: torch.Generator) ->
     return Rollouts(prompts, inputs[:, :-1], toks, torch.cat(logps, dim=1), ended_before == 0)
 
 
+def detokenize(tokens: list[int], mask: list[bool]) -> str:
+    """A completion as text: its digits, `<eos>` where it stopped."""
+    return " ".join("<eos>" if t == EOS else str(t) for t, m in zip(tokens, mask, strict=True)
+                    if m)
+
+
 def make_samples(step: int, rank: int, prompts: int, group: int,
                  gen: torch.Generator) -> tuple[list[Sample], torch.Tensor]:
     ab = torch.randint(0, OPERANDS, (prompts, 2), generator=gen)
@@ -238,7 +245,10 @@ class Job:
         self.recorder.annotate(
             [s.sample_id for s in samples], advantage=adv.tolist(), prompt_tokens=2,
             completion_tokens=ro.mask.sum(1).tolist(), off_policy_steps=0,
-            stop_reason=["eos" if e else "length" for e in ended.any(1).tolist()])
+            stop_reason=["eos" if e else "length" for e in ended.any(1).tolist()],
+            prompt=[f"{s.a} + {s.b} =" for s in samples],
+            completion=[detokenize(t, m) for t, m in zip(ro.tokens.tolist(),
+                                                         ro.mask.tolist(), strict=True)])
         self.recorder.flush()
 
     def global_tokens(self, local: int) -> int:

@@ -61,16 +61,23 @@ def encode_batch(s: Samples, mask: np.ndarray) -> bytes:
     return _encode(s, np.flatnonzero(mask), _dictionaries(s))
 
 
-def encode_steps(s: Samples) -> list[tuple[int, int, bytes]]:
-    """(step, samples, blob) for every distinct step of a samples message, in step order: the
-    message is sorted by step once and sliced, so the cost is linear in its samples and steps."""
-    order = np.argsort(s.step, kind="stable")  # stable: a step keeps the message's order
-    steps = s.step[order]
+def step_slices(step: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(step, indices of its samples) for every distinct step of a message, in step order; a
+    step keeps the message's order. A stored batch holds its samples in this order, and so does
+    their text (ingest.texts)."""
+    order = np.argsort(step, kind="stable")  # sorted once and sliced: linear in the message
+    steps = step[order]
     starts = np.flatnonzero(np.diff(steps, prepend=steps[0] - 1))
     ends = np.append(starts[1:], steps.size)
+    return [(int(steps[a]), order[a:b]) for a, b in zip(starts.tolist(), ends.tolist(),
+                                                        strict=True)]
+
+
+def encode_steps(s: Samples) -> list[tuple[int, int, bytes]]:
+    """(step, samples, blob) for every distinct step of a samples message, in step order."""
     dictionaries = _dictionaries(s)
-    return [(int(steps[a]), int(b - a), _encode(s, order[a:b], dictionaries))
-            for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    return [(step, int(idx.size), _encode(s, idx, dictionaries))
+            for step, idx in step_slices(s.step)]
 
 
 def decode_batch(blob: bytes) -> dict[str, Any]:

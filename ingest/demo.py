@@ -1,5 +1,6 @@
 """A synthetic GRPO-like run, ingested through the real validate → store path, so a fresh
-dashboard has something to look at (`manage.py demo`)."""
+dashboard has something to look at (`manage.py demo`): step metrics, and per environment the
+samples of each step with short synthetic prompts and completions for the sample viewer."""
 
 from __future__ import annotations
 
@@ -84,4 +85,24 @@ def _samples(rng: np.random.Generator, run: str, step: int, env: dict[str, Any],
             "reasoning_steps": rng.integers(0, 20, n).tolist(),
             "response_words": (completion * 0.7).round().tolist(),
         },
+        **_texts(env["name"], step, group_ids, correct),
     }
+
+
+def _texts(env: str, step: int, group_ids: np.ndarray, correct: np.ndarray) -> dict[str, Any]:
+    """A prompt per group and a short completion per sample, right when the sample is correct.
+    Derived from the step and group, not drawn: the demo's numbers stay what they were."""
+    prompts, completions = [], []
+    for i, (g, ok) in enumerate(zip(group_ids.tolist(), correct.tolist(), strict=True)):
+        a, b, c = (step * 7 + g * 3) % 9 + 2, (step + g * 5) % 7 + 3, g % 4 + 1
+        slip = i % 3 + 1  # wrong answers differ within a group
+        if env == "countdown":
+            prompts.append(f"Using the numbers {a}, {b} and {c}, make {a * b + c}.")
+            answer = f"{a} * {b} + {c}" if ok else f"{a} + {b} * {c} - {slip}"
+            completions.append(f"<think>{a} times {b} is {a * b}.</think> "
+                               f"<answer>{answer}</answer>")
+        else:
+            prompts.append(f"What is {a} * {b} - {c}?")
+            value = a * b - c if ok else a * b - c + slip
+            completions.append(f"{a} * {b} = {a * b}, minus {c}: \\boxed{{{value}}}")
+    return {"prompt": prompts, "completion": completions}

@@ -3,24 +3,29 @@
 A rename changes the name people see; trainers keep addressing the run by its wire name and
 incarnation (ingest.runs), so a live run can be renamed. Deleting removes the run and all its
 data in one transaction, table by table with plain SQL (the ORM's cascade would load every
-point's key first).
+point's key first); which tables, the models' relations say (`deletion_plan`).
+
+After commit, live pages watching the run hear of it (`/ws/live/` `run` message, best effort):
+an edit sends the run's new info, a delete `{"id": ID, "deleted": true}`.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from asgiref.sync import async_to_sync
+from django.apps import apps
+from django.db import IntegrityError, connection, models, transaction
 
+from ingest import broadcast
 from ingest.models import Run
+from ingest.store import Outcome, run_info
 from trainer_hooks.protocol import ProtocolError, check_key
 
+log = logging.getLogger(__name__)
 MAX_NOTES_CHARS = 20_000
-# Children first: every table with rows of a run (directly, or through its series).
-_BY_SERIES = ("ingest_seriescategory", "ingest_seriessnapshot")
-_BY_RUN = ("ingest_point", "ingest_series", "ingest_samplebatch", "ingest_stepstate",
-           "ingest_ingestedmessage", "ingest_environment", "ingest_observedrange",
-           "ingest_runincarnation")
 
 
 class EditError(ValueError):
@@ -39,9 +44,12 @@ def edit(run: Run, body: Any) -> None:
         raise EditError(sorted(unknown)[0], "only name, notes and color can be changed")
     if "name" in body:
         try:
-            run.name = check_key(body["name"], "name", kind="run name")
+            name = check_key(body["name"], "name", kind="run name")
         except ProtocolError as exc:
             raise EditError("name", exc.message) from None
+        if name != name.strip():  # "  " or "x " would look like another run's name
+            raise EditError("name", "run name must not start or end with a space")
+        run.name = name
     if "notes" in body:
         notes = body["notes"]
         if not isinstance(notes, str) or len(notes) > MAX_NOTES_CHARS:
@@ -59,6 +67,7 @@ def edit(run: Run, body: Any) -> None:
     except IntegrityError:
         raise EditError("name", f"another run of the project is called {run.name!r}",
                         409) from None
+    announce(run.pk, run_info(run))
 
 
 def delete(run_id: int) -> bool:
@@ -68,10 +77,49 @@ def delete(run_id: int) -> bool:
         cur.execute(f"SELECT id FROM ingest_run WHERE id = %s{lock}", [run_id])
         if cur.fetchone() is None:
             return False
-        for table in _BY_SERIES:
-            cur.execute(f"DELETE FROM {table} WHERE series_id IN"
-                        " (SELECT id FROM ingest_series WHERE run_id = %s)", [run_id])
-        for table in _BY_RUN:
-            cur.execute(f"DELETE FROM {table} WHERE run_id = %s", [run_id])
+        for table, where in deletion_plan():
+            cur.execute(f"DELETE FROM {table} WHERE {where}", [run_id])
         cur.execute("DELETE FROM ingest_run WHERE id = %s", [run_id])
+    announce(run_id, {"id": run_id, "deleted": True})
     return True
+
+
+@functools.cache
+def deletion_plan() -> list[tuple[str, str]]:
+    """(table, condition on the run id) of every table holding rows of a run, children first,
+    read from the models' relations: directly (a `run` field, with or without a database
+    constraint) or through a parent that does (a series' snapshot). A new table of run data is
+    covered without a change here."""
+    qn = connection.ops.quote_name
+    where: dict[type[models.Model], str] = {Run: "id = %s"}
+    found: list[type[models.Model]] = []
+    pending = [m for m in apps.get_models() if m is not Run and m._meta.managed
+               and not m._meta.proxy]
+    while True:
+        for model in pending:
+            links = [f for f in model._meta.concrete_fields
+                     if f.is_relation and f.related_model in where]
+            if not links:
+                continue
+            link = next((f for f in links if f.related_model is Run), links[0])
+            parent = link.related_model
+            where[model] = f"{qn(link.column)} = %s" if parent is Run else (
+                f"{qn(link.column)} IN (SELECT {qn(parent._meta.pk.column)} FROM "
+                f"{qn(parent._meta.db_table)} WHERE {where[parent]})")
+            found.append(model)
+            pending.remove(model)
+            break
+        else:
+            return [(qn(m._meta.db_table), where[m]) for m in reversed(found)]
+
+
+def announce(run_id: int, info: dict[str, Any]) -> None:
+    """Publish `info` to the pages watching the run once the current transaction commits (at
+    once outside one). Best effort, like every broadcast: a page that misses it catches up on
+    its next poll of the read API."""
+    def send() -> None:
+        try:
+            async_to_sync(broadcast.publish)(Outcome(reply={}, run_id=run_id, run=info))
+        except RuntimeError as exc:  # called on an event loop's own thread: nobody to wait
+            log.warning("run %s: live pages not told of the change (%s)", run_id, exc)
+    transaction.on_commit(send)

@@ -19,7 +19,7 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import F, Q
 
-from ingest import categorical, columns, progress, renormalize
+from ingest import categorical, columns, progress, renormalize, texts
 from ingest.models import Environment, Run, Series
 from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.observed import merge_observed
@@ -288,6 +288,7 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
             " DO UPDATE SET dirty = excluded.dirty, version = ingest_stepstate.version + 1",
             [(w.run.pk, s, now, True, b"", b"") for s in steps.tolist()],
         )
+    w.left_out.update(texts.store(w.run.pk, msg))  # prompts and completions, apart
     change = merge_observed(w.run.pk, msg, env_ranges(w.run.pk))
     if change is not None:
         renormalize.schedule(w.run.pk, change)  # a wider observed range renormalizes every step

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import gzip
 import hashlib
+import re
 from pathlib import Path
 
 from django.conf import settings
@@ -18,11 +19,24 @@ from ingest import reads
 from ingest.models import Run
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 
+
+def _imported_modules(entry: str) -> list[str]:
+    """`entry` and every module it imports, transitively (static `import ... from './x.js'`
+    lines), as static paths: what a page's module graph needs, and nothing else."""
+    root = settings.ASSETS_DIR / "static" / "js"
+    seen, todo = [entry], [entry]
+    while todo:
+        text = (root / todo.pop()).read_text()
+        for name in re.findall(r"""^\s*import\s[^'"]*?['"]\./([\w.-]+\.js)['"]""", text, re.M):
+            if name not in seen:
+                seen.append(name)
+                todo.append(name)
+    return [f"js/{name}" for name in seen]
+
+
 # The Metrics page's ES modules, preloaded so the browser fetches them in parallel rather than
-# discovering them import by import: every module but the Runs page's own.
-METRICS_MODULES = ["js/metrics.js"] + sorted(
-    f"js/{p.name}" for p in (settings.BASE_DIR / "static" / "js").glob("*.js")
-    if p.stem not in ("metrics", "runs"))
+# discovering them import by import.
+METRICS_MODULES = _imported_modules("metrics.js")
 # Its style sheets beside the site's app.css: one per feature of the charts.
 METRICS_STYLESHEETS = [f"css/{name}.css" for name in ("charts", "heatmap", "health")]
 
@@ -98,7 +112,7 @@ async def static_asset(request: HttpRequest, name: str) -> HttpResponse:
     """The front end's own files under static/ (JS modules, CSS), gzip-compressed, revalidated
     by ETag on every load so a deploy is picked up at once (no build step, no hashed names).
     Async: a page loads some twenty of them at once, and they need no thread of their own."""
-    root = (settings.BASE_DIR / "static").resolve()
+    root = (settings.ASSETS_DIR / "static").resolve()
     path = (root / name).resolve()
     content_type = STATIC_TYPES.get(path.suffix)
     if content_type is None or not path.is_relative_to(root) or not path.is_file():

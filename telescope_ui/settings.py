@@ -13,6 +13,9 @@ from pathlib import Path
 import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The front end (static/, templates/) sits beside the packages in a checkout and inside the
+# telescope_ui package in a wheel (see pyproject.toml).
+ASSETS_DIR = BASE_DIR if (BASE_DIR / "static").is_dir() else Path(__file__).resolve().parent
 
 
 def envbool(name: str, default: bool) -> bool:
@@ -91,7 +94,7 @@ ASGI_APPLICATION = "telescope_ui.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [ASSETS_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -147,7 +150,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [ASSETS_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
 # Ingest limits (PROTOCOL.md §1: 4413 too large, 4429 rate limited).
@@ -166,6 +169,11 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = TELESCOPE_MAX_MESSAGE_BYTES + 1
 TELESCOPE_MAX_MESSAGES_PER_SECOND = envint("TELESCOPE_MAX_MESSAGES_PER_SECOND", 2000)
 TELESCOPE_RATE_BURST = envint("TELESCOPE_RATE_BURST", 4000)
 TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)
+# Sample text (`prompt`, `completion`; ingest.texts), in UTF-8 bytes. Per samples message: more
+# is refused with an error naming the field. Per run: once a run holds this much, the text of
+# further messages is left out (their samples are stored, the ack names the fields); 0 = none.
+TELESCOPE_MAX_TEXT_BYTES_PER_MESSAGE = envint("TELESCOPE_MAX_TEXT_BYTES_PER_MESSAGE", 4 << 20)
+TELESCOPE_MAX_TEXT_BYTES_PER_RUN = envint("TELESCOPE_MAX_TEXT_BYTES_PER_RUN", 1 << 30)
 # How often the server looks for runs whose steps wait for (re-)aggregation on its own.
 TELESCOPE_PIPELINE_SWEEP_MS = envint("TELESCOPE_PIPELINE_SWEEP_MS", 1000)
 # Processes that aggregate samples per step (0 = on the server's own materializer thread).

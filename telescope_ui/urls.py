@@ -4,11 +4,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from ingest import views as ingest_views
-from telescope_ui import api, layouts, pages
+from telescope_ui import api, layouts, overview, pages, samples
 
 urlpatterns = [
     path("", pages.runs_page, name="runs"),
+    path("runs/<int:run_id>", overview.overview_page, name="overview"),
     path("runs/<int:run_id>/metrics", pages.metrics_page, name="metrics"),
+    path("runs/<int:run_id>/samples", samples.samples_page, name="samples"),
     path("static/plotly.min.js", pages.plotly_js, name="plotly"),
     path("static/<path:name>", pages.static_asset, name="static-asset"),
     path("api/ingest", ingest_views.ingest, name="ingest"),
@@ -20,5 +22,6 @@ urlpatterns = [
     path("api/runs/<int:run_id>/catalog", api.catalog, name="api-catalog"),
     path("api/runs/<int:run_id>/series", api.series, name="api-series"),
     path("api/runs/<int:run_id>/distribution", api.distribution, name="api-distribution"),
+    path("api/runs/<int:run_id>/samples", samples.samples_api, name="api-samples"),
     path("api/runs/<int:run_id>/layout", layouts.layout, name="api-layout"),
 ]

@@ -1,8 +1,9 @@
 """Columnar batching of samples: validated `SampleChunk`s → the fields of `samples` messages.
 
 `SampleBatcher` accumulates chunks up to a sample count and an estimated encoded size (cutting
-a chunk that does not fit) and seals them into one `Batch`; `build_fields` concatenates the
-chunks column by column with numpy (a column a chunk lacks becomes nulls).
+a chunk that does not fit; each sample's text counts at its own size, so samples with long
+texts are not averaged with short ones) and seals them into one `Batch`; `build_fields`
+concatenates the chunks column by column with numpy (a column a chunk lacks becomes nulls).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import msgpack
 import numpy as np
 
 from trainer_hooks.sample_columns import SampleChunk
-from trainer_hooks.schema import MAX_STEPS_PER_MESSAGE
+from trainer_hooks.schema import (
+    DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE,
+    MAX_STEPS_PER_MESSAGE,
+    TEXT_COLUMNS,
+)
 
 
 def identity_record(fields: Mapping[str, Any]) -> tuple[int, int, bytes]:
@@ -46,14 +51,17 @@ def _within_step_cap(chunk: SampleChunk) -> list[SampleChunk]:
 
 class SampleBatcher:
     """Accumulates chunks into columnar `samples` message bodies of at most `max_samples`
-    samples, about `max_bytes` encoded bytes and MAX_STEPS_PER_MESSAGE distinct steps (a
-    bigger chunk is cut)."""
+    samples, about `max_bytes` encoded bytes, at most `max_text_bytes` of text (the server's
+    default limit per message) and MAX_STEPS_PER_MESSAGE distinct steps (a bigger chunk is
+    cut)."""
 
-    def __init__(self, max_samples: int, max_bytes: int) -> None:
+    def __init__(self, max_samples: int, max_bytes: int,
+                 max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE) -> None:
         self.max_samples, self.max_bytes = max_samples, max_bytes
+        self.max_text_bytes = max_text_bytes
         self.chunks: list[SampleChunk] = []
         self.steps: set[int] = set()
-        self.n = self.nbytes = 0
+        self.n = self.nbytes = self.text_bytes = 0
         self.oldest: float | None = None
 
     def add(self, chunk: SampleChunk, now: float) -> list[Batch]:
@@ -67,10 +75,11 @@ class SampleBatcher:
         sealed = []
         if self.chunks and len(self.steps | _steps_of(chunk)) > MAX_STEPS_PER_MESSAGE:
             sealed.append(self.seal())
-        per = max(chunk.nbytes / max(chunk.n, 1), 1e-9)
         a = 0
         while a < chunk.n:
-            room = min(self.max_samples - self.n, int((self.max_bytes - self.nbytes) / per))
+            room = min(self.max_samples - self.n,
+                       chunk.fit(a, self.max_bytes - self.nbytes,
+                                 self.max_text_bytes - self.text_bytes))
             if room <= 0 and self.chunks:
                 sealed.append(self.seal())
                 continue
@@ -80,6 +89,8 @@ class SampleBatcher:
             self.steps |= _steps_of(part)
             self.n += part.n
             self.nbytes += part.nbytes
+            if part.text_bytes is not None:
+                self.text_bytes += int(part.text_bytes.sum())
             self.oldest = now if self.oldest is None else self.oldest
             a = b
         if self.n >= self.max_samples:
@@ -91,7 +102,7 @@ class SampleBatcher:
 
     def seal(self) -> Batch:
         chunks, self.chunks, self.n, self.nbytes, self.oldest = self.chunks, [], 0, 0, None
-        self.steps = set()
+        self.steps, self.text_bytes = set(), 0
         return build_fields(chunks)
 
 
@@ -136,6 +147,9 @@ def build_fields(chunks: list[SampleChunk]) -> Batch:
         fields[name] = floats(lambda c, k=name: c.floats.get(k))  # type: ignore[misc]
     for name in _union(c.strings for c in chunks):
         fields[name] = [s for c in chunks for s in c.strings.get(name, [None] * c.n)]
+    for name in TEXT_COLUMNS:
+        if any(name in c.texts for c in chunks):
+            fields[name] = [s for c in chunks for s in c.texts.get(name, [None] * c.n)]
     fields["time"] = floats(lambda c: c.time)
     metric_names = _union(c.metrics for c in chunks)
     if metric_names:

@@ -20,6 +20,7 @@ import orjson
 from trainer_hooks.schema import (
     _CONTROL,
     _NULLABLE_NUMBER_TYPES,
+    DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE,
     DISCARD_REASONS,
     MAX_ENVIRONMENTS,
     MAX_ID_CHARS,
@@ -30,6 +31,7 @@ from trainer_hooks.schema import (
     MAX_TEXT_CHARS,
     MESSAGE_TYPES,
     RUN_STATUSES,
+    TEXT_COLUMNS,
     VERSION,
     AnyMessage,
     Barrier,
@@ -48,16 +50,23 @@ from trainer_hooks.schema import (
     split_key,
     step_number,
 )
-from trainer_hooks.wire_columns import parse_environments, validate_samples
+from trainer_hooks.wire_columns import (
+    parse_environments,
+    set_text_limit,
+    text_limit,
+    utf8_bytes,
+    validate_samples,
+)
 
 __all__ = [
-    "DISCARD_REASONS", "MAX_ENVIRONMENTS", "MAX_ID_CHARS", "MAX_KEY_CHARS",
+    "DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE", "DISCARD_REASONS", "MAX_ENVIRONMENTS", "MAX_ID_CHARS",
+    "MAX_KEY_CHARS",
     "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE", "MAX_STEPS_PER_MESSAGE",
-    "MESSAGE_TYPES", "RUN_STATUSES",
+    "MESSAGE_TYPES", "RUN_STATUSES", "TEXT_COLUMNS",
     "VERSION", "AnyMessage", "Barrier", "EnvironmentDecl", "Message", "ProtocolError",
     "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key", "decode_frame",
-    "encode_json", "encode_msgpack", "message_id", "parse_environments", "split_key",
-    "validate_message", "validate_samples",
+    "encode_json", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
+    "split_key", "text_limit", "utf8_bytes", "validate_message", "validate_samples",
 ]
 
 

@@ -2,8 +2,9 @@
 
 Wrap an environment's `compute_reward` with `@recorder.capture` or call
 `recorder.record(result, sample_id=..., group_id=...)`; add the columns known only later
-(advantage, tokens, stop reason, off-policy lag, discard reason) with `recorder.annotate(...)`,
-then `recorder.flush()` hands the step's samples to the client as columnar `log_samples` calls.
+(advantage, tokens, stop reason, off-policy lag, discard reason, `prompt` and `completion`
+text) with `recorder.annotate(...)`, then `recorder.flush()` hands the step's samples to the
+client as columnar `log_samples` calls.
 Recording never raises into the caller: problems are logged once and counted in `stats`.
 """
 
@@ -115,9 +116,9 @@ class RewardRecorder:
         return self.record(result, **info)
 
     def annotate(self, sample_ids: Iterable[Any], **columns: Any) -> int:
-        """Set optional columns (`advantage=[...]`, `discard_reason="zero_advantage"`, ...)
-        on pending records, values aligned with `sample_ids` or one scalar for all. Returns
-        how many records matched."""
+        """Set optional columns (`advantage=[...]`, `discard_reason="zero_advantage"`,
+        `completion=[...]`, ...) on pending records, values aligned with `sample_ids` or one
+        scalar for all. Returns how many records matched."""
         try:
             ids = [str(s) for s in sample_ids]
             unknown = set(columns) - set(OPTIONAL_COLUMNS)

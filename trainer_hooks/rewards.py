@@ -3,11 +3,12 @@
 An environment's `compute_reward` returns a `RewardResult(total_reward, sample_metrics)`. To get
 every result onto the dashboard with the sample's identity, wrap the function with a recorder
 (`@recorder.capture`) or call `recorder.record(result, sample_id=..., group_id=...)`; add the
-columns known only later (advantage, tokens, stop reason, off-policy lag, discard reason) with
-`recorder.annotate(...)`, then `recorder.flush()` hands the step's samples to the client as
-columnar `samples` messages. Tool-calling environments merge `get_tool_metrics(state)`-style
-dicts (`total_tool_calls`, `tool_success_rate`, `<name>_calls`, ...) into the sample metrics
-with `merge_tool_metrics` or the recorder's `tool_metrics=` argument.
+columns known only later (advantage, tokens, stop reason, off-policy lag, discard reason, and
+the `prompt` and `completion` text) with `recorder.annotate(...)`, then `recorder.flush()`
+hands the step's samples to the client as columnar `samples` messages. Tool-calling
+environments merge `get_tool_metrics(state)`-style dicts (`total_tool_calls`,
+`tool_success_rate`, `<name>_calls`, ...) into the sample metrics with `merge_tool_metrics` or
+the recorder's `tool_metrics=` argument.
 
 Recording never raises into the caller: problems are logged once and counted in `stats`.
 

@@ -25,6 +25,11 @@ MAX_STEPS_PER_MESSAGE = 500
 MAX_METRICS_PER_MESSAGE = 10_000
 MAX_ENVIRONMENTS = 1_000
 MAX_TEXT_CHARS = 128  # a categorical step value
+# Sample text (`prompt`, `completion`): the UTF-8 bytes of both columns of one samples message
+# may not exceed the server's limit (TELESCOPE_MAX_TEXT_BYTES_PER_MESSAGE, this by default; the
+# server sets `wire_columns.set_text_limit`). trainer_hooks keeps each sample's text under it.
+TEXT_COLUMNS = ("prompt", "completion")
+DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE = 4 << 20
 
 _CONTROL = {chr(c) for c in range(0x20)} | {"\x7f"}
 _NUMBER_TYPES = frozenset({int, float})
@@ -148,7 +153,8 @@ class RunEnd(Message):
 @dataclass(frozen=True)
 class Samples(Message):
     """Columnar samples. Numeric columns are float64 with NaN for null / non-finite; string
-    columns are numpy unicode arrays ('' for null); an absent optional column is None."""
+    columns are numpy unicode arrays ('' for null); text columns are lists (None for null); an
+    absent optional column is None."""
 
     n: int
     step: np.ndarray  # int64
@@ -164,6 +170,14 @@ class Samples(Message):
     discard_reason: np.ndarray  # str, '' = kept
     time: np.ndarray | None
     metrics: dict[str, np.ndarray]
+    # Text columns: one str or None per sample; None = the message has no such column.
+    prompt: list[str | None] | None = None
+    completion: list[str | None] | None = None
+    text_bytes: int = 0  # UTF-8 bytes of every prompt and completion string
+
+    @property
+    def has_text(self) -> bool:
+        return self.prompt is not None or self.completion is not None
 
 
 @dataclass(frozen=True)

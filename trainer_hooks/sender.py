@@ -4,7 +4,8 @@
                      environments="envs.yaml")
     client.log_step(step, reduced)                      # a dict of numbers
     client.log_samples(step, sample_id=ids, group_id=gids, reward=rewards, env="countdown",
-                       metrics={"correct": correct}, completion_tokens=lengths)
+                       metrics={"correct": correct}, completion_tokens=lengths,
+                       prompt=prompts, completion=completions)   # text: optional
     client.log_rewards(step, results, sample_id=ids, group_id=gids, env="countdown")
     client.close(timeout=10.0, status="finished")       # True: everything acknowledged
 
@@ -55,6 +56,13 @@ retried). Close 4401 (bad token) stops sending for good, keeping the outbox for 
 a valid token; 4413 splits the refused message in halves (or drops an unsplittable one) and
 lowers the batch size; 4429 halves the client's message rate and backs off.
 
+**Text.** `prompt` and `completion` (strings, one per sample) are stored apart from the
+numbers and shown in the sample viewer. They count at their own size in a batch, and a sample
+whose text alone exceeds what one message may carry loses it (named in `not_stored`).
+`text_per_group=k` keeps the text of only k samples of each group of a `log_samples` call (the
+rest still send their numbers), chosen by `text_pick`: `"best_worst"` (default: ⌈k/2⌉ highest
+and ⌊k/2⌋ lowest rewards), `"best"`, `"worst"` or `"random"` — selected on the sender thread.
+
 **Layout.** This module is the caller's side (`connect`, `Client`, `SenderOptions`); the
 sender thread is `sender_engine.SenderEngine`, which runs `sealing.Sealer` (queue → outbox,
 with `sample_columns` and `batching`) and `connection.Connection` (outbox → server);
@@ -77,8 +85,9 @@ import numpy as np
 import orjson
 
 from trainer_hooks.envconfig import environment_declarations
-from trainer_hooks.protocol import check_key
+from trainer_hooks.protocol import TEXT_COLUMNS, check_key
 from trainer_hooks.reward_recorder import RewardRecorder
+from trainer_hooks.sample_columns import TEXT_PICKS, PerGroup
 from trainer_hooks.sender_engine import SenderEngine
 from trainer_hooks.sender_queue import (
     CONTROL,
@@ -126,6 +135,8 @@ class SenderOptions:
     atexit_timeout: float = 2.0
     compression: str | None = None
     proxy: str | bool | None = True
+    text_per_group: int = 0  # > 0: only this many samples of each group keep their text
+    text_pick: str = "best_worst"  # which of them: "best", "worst", "best_worst", "random"
 
 
 def connect(url: str, token: str, run: str, config: dict[str, Any] | None = None,
@@ -179,6 +190,10 @@ class Client:
         check_key(run, "run", kind="run name")
         if options.encoding not in ("msgpack", "json"):
             raise ValueError("encoding must be 'msgpack' or 'json'")
+        if type(options.text_per_group) is not int or options.text_per_group < 0:
+            raise ValueError("text_per_group must be an integer ≥ 0 (0: every sample's text)")
+        if options.text_pick not in TEXT_PICKS:
+            raise ValueError(f"text_pick must be one of {TEXT_PICKS}")
         if join and (resume or config is not None or environments is not None):
             raise ValueError("join=True only sends into a run someone else starts: it takes "
                              "no resume, config or environments")
@@ -192,6 +207,7 @@ class Client:
         self.ledger = Ledger()
         self._room = threading.Event()
         self._copy_columns = options.copy_columns
+        self._per_group = options.text_per_group
         self._max_queue = options.max_queue
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._closed = False
@@ -224,10 +240,11 @@ class Client:
                     advantage: Any = None, prompt_tokens: Any = None,
                     completion_tokens: Any = None, stop_reason: Any = None,
                     off_policy_steps: Any = None, discard_reason: Any = None,
-                    time: Any = None) -> None:
+                    time: Any = None, prompt: Any = None, completion: Any = None) -> None:
         """Queue N samples, columnar (lists, numpy arrays or tensors of length N; `step`,
-        `env`, `group_id`, string and optional columns may be one scalar for all). Never
-        blocks, never raises: a bad call is logged once and counted (`invalid_calls`).
+        `env`, `group_id`, string and optional columns may be one scalar for all; `prompt`
+        and `completion` are lists of N strings or Nones). Never blocks, never raises: a bad
+        call is logged once and counted (`invalid_calls`).
 
         The columns are read on the sender thread shortly after the call (within
         `poll_interval`), not copied: pass fresh lists / arrays / tensors, or do not modify
@@ -236,10 +253,15 @@ class Client:
             entry = (SAMPLES, step, sample_id, group_id, reward, env,
                      None if metrics is None else dict(metrics),
                      (advantage, prompt_tokens, completion_tokens, stop_reason,
-                      off_policy_steps, discard_reason),
+                      off_policy_steps, discard_reason, prompt, completion),
                      _now() if time is None else time)
             # The default path only appends: a cold call costs what a bare append does.
-            self._put(_copied_samples(entry) if self._copy_columns else entry)
+            if self._copy_columns:
+                entry = _copied_samples(entry)
+            if self._per_group and (prompt is not None or completion is not None):
+                entry = (*entry[:7], (*entry[7][:-2], *map(self._text, entry[7][-2:])),
+                         entry[8])
+            self._put(entry)
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_samples", exc)
 
@@ -249,10 +271,19 @@ class Client:
         any optional columns; converted to columns on the sender thread."""
         try:
             snap = _copy if self._copy_columns else _keep
+            cols = {k: snap(v) for k, v in columns.items()}
+            if self._per_group:
+                cols.update({k: self._text(cols[k]) for k in TEXT_COLUMNS if k in cols})
             self._put((REWARDS, step, list(results), snap(sample_id), snap(group_id), env,
-                       {k: snap(v) for k, v in columns.items()}, _now()))
+                       cols, _now()))
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_rewards", exc)
+
+    def _text(self, values: Any) -> Any:
+        """A text column marked to keep only `text_per_group` samples' text of each group."""
+        if values is None:
+            return None
+        return PerGroup(values, self._per_group, self.options.text_pick)
 
     def declare_ranges(self, environments: Any) -> None:
         """Replace the run's environment declarations (a YAML path, dicts or env classes)."""

@@ -381,7 +381,8 @@ def _default(obj: Any) -> Any:
 
 
 _SAMPLE_LISTS = ("sample_id", "group_id", "reward", "advantage", "prompt_tokens",
-                 "completion_tokens", "stop_reason", "off_policy_steps", "discard_reason", "time")
+                 "completion_tokens", "stop_reason", "off_policy_steps", "discard_reason", "time",
+                 "prompt", "completion")
 
 
 def split(message: dict[str, Any]) -> list[dict[str, Any]] | None:

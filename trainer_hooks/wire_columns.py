@@ -1,6 +1,7 @@
 """Validation of the wire's structured parts: columnar `samples` messages (decoded straight
-into numpy columns) and `environments` declarations (PROTOCOL.md §1). Every problem is a
-`ProtocolError` naming the offending field.
+into numpy columns; the text columns `prompt` and `completion` as lists of strings) and
+`environments` declarations (PROTOCOL.md §1). Every problem is a `ProtocolError` naming the
+offending field.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 from trainer_hooks.schema import (
     _ID_TYPES,
     _NULLABLE_NUMBER_TYPES,
+    DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE,
     DISCARD_REASONS,
     MAX_ENVIRONMENTS,
     MAX_ID_CHARS,
@@ -19,6 +21,7 @@ from trainer_hooks.schema import (
     MAX_METRICS_PER_MESSAGE,
     MAX_SAMPLES_PER_MESSAGE,
     MAX_STEPS_PER_MESSAGE,
+    TEXT_COLUMNS,
     EnvironmentDecl,
     ProtocolError,
     Samples,
@@ -27,6 +30,21 @@ from trainer_hooks.schema import (
     require,
     step_number,
 )
+
+_text_limit = DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE
+
+
+def set_text_limit(max_bytes: int) -> None:
+    """The most UTF-8 bytes of `prompt` and `completion` text one samples message may carry.
+    The server sets it from its settings (ingest.texts); the default is the protocol's."""
+    global _text_limit
+    if max_bytes < 0:
+        raise ValueError("the text limit must be ≥ 0")
+    _text_limit = int(max_bytes)
+
+
+def text_limit() -> int:
+    return _text_limit
 
 # ---------------------------------------------------------------- environments
 
@@ -129,6 +147,7 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
                 f"{DISCARD_REASONS}",
             )
     env = _str_column(obj, "env", n, allow_scalar=True)
+    prompt, completion, text_bytes = _text_columns(obj, n)
     return Samples(
         mid, mtype, run, n,
         step=step,
@@ -144,6 +163,9 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
         discard_reason=discard,
         time=_opt_float_column(obj, "time", n),
         metrics=_metric_columns(obj.get("metrics"), n),
+        prompt=prompt,
+        completion=completion,
+        text_bytes=text_bytes,
     )
 
 
@@ -235,6 +257,46 @@ def _checked_strings(arr: np.ndarray, name: str) -> np.ndarray:
             raise ProtocolError("invalid", name, f"{name} values must not contain control "
                                 "characters")
     return arr
+
+
+def utf8_bytes(strings: list[str]) -> int:
+    """The UTF-8 size of some strings (ASCII text is not encoded to count it)."""
+    joined = "".join(strings)
+    return len(joined) if joined.isascii() else len(joined.encode("utf-8", "surrogatepass"))
+
+
+def _text_columns(obj: dict[str, Any], n: int
+                  ) -> tuple[list[str | None] | None, list[str | None] | None, int]:
+    """`prompt` and `completion`: lists of N strings or nulls, any characters, together at most
+    the text limit in UTF-8 bytes (`set_text_limit`); returns both and their bytes."""
+    out: list[list[str | None] | None] = []
+    total = 0
+    for name in TEXT_COLUMNS:
+        values = obj.get(name)
+        if values is None:
+            out.append(None)
+            continue
+        values = _check_list(values, name, n)
+        kinds = set(map(type, values))
+        if not kinds <= {str, type(None)}:
+            raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
+        strings = [v for v in values if v is not None] if type(None) in kinds else values
+        total += utf8_bytes(strings)
+        if total > _text_limit:
+            raise ProtocolError("too_large", name, _too_much_text(name, values, total))
+        out.append(values)
+    return out[0], out[1], total
+
+
+def _too_much_text(name: str, values: list[str | None], total: int) -> str:
+    big = max(range(len(values)), key=lambda i: len(values[i] or ""))
+    size = utf8_bytes([values[big] or ""])
+    if size > _text_limit:
+        return (f"{name}[{big}] is {size:,} bytes of text; the server takes at most "
+                f"{_text_limit:,} bytes of prompt and completion text per samples message")
+    return (f"{name}: the message carries {total:,} bytes of prompt and completion text; the "
+            f"server takes at most {_text_limit:,} per samples message (split the samples into "
+            "smaller messages)")
 
 
 def _metric_columns(metrics: Any, n: int) -> dict[str, np.ndarray]:

@@ -38,12 +38,18 @@ export function getRun(id) {
   return getJSON(`/api/runs/${encodeURIComponent(id)}`);
 }
 
+/** Change any of {name, notes, color} of a run; resolves to the run's new info. */
+export function patchRun(id, body) {
+  return write(`/api/runs/${encodeURIComponent(id)}`, 'PATCH', body);
+}
+
+/** Remove a run and all its data. */
+export function deleteRun(id) {
+  return write(`/api/runs/${encodeURIComponent(id)}`, 'DELETE');
+}
+
 export function setRunColor(id, color) {
-  return getJSON(`/api/runs/${encodeURIComponent(id)}`, {
-    method: 'PATCH',
-    headers: { 'Content-Type': 'application/json', 'X-CSRFToken': cookie('csrftoken') },
-    body: JSON.stringify({ color }),
-  });
+  return patchRun(id, { color });
 }
 
 function layoutUrl(runId, name) {

@@ -119,3 +119,18 @@ export function firstMetricsHelp(project = 'myproject', run = 'my-run') {
     h('p', {}, 'or from a shell:'), snippet(curl),
     h('p', { class: 'muted' }, 'Charts appear here as soon as the first step arrives; no reload needed.'));
 }
+
+/**
+ * Load plotly.min.js (preloaded by the page) and run it; resolves to window.Plotly. It takes
+ * seconds to evaluate on a cold cache, so pages draw quick sketches first where they can.
+ */
+export function loadPlotly(src) {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  return new Promise((resolve, reject) => {
+    const el = document.createElement('script');
+    el.src = src;
+    el.onload = () => resolve(window.Plotly);
+    el.onerror = () => reject(new Error(`could not load ${src}`));
+    document.head.append(el);
+  });
+}

@@ -2,3 +2,4 @@
 
 import './heatmap.js';
 import './health.js';
+import './samplelink.js';

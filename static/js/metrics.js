@@ -6,7 +6,7 @@ import { getRun } from './api.js';
 import { siblingKey, wantsBand } from './catalog.js';
 import { Controls } from './controls.js';
 import { CustomView } from './custom.js';
-import { firstMetricsHelp, h, runColor, themeColors } from './dom.js';
+import { firstMetricsHelp, h, loadPlotly, runColor, themeColors } from './dom.js';
 import './features.js';
 import { LiveClient } from './live.js';
 import { ChartPrefs } from './prefs.js';
@@ -18,20 +18,6 @@ import { AllView } from './view.js';
 
 const CATALOG_REFRESH_MS = 300;
 const PLOTLY_AT_LATEST_MS = 3000;
-
-/**
- * Load plotly.min.js (preloaded by the page) and run it. It takes seconds to evaluate on a cold
- * cache, so the page first draws quick sketches of the visible charts, then runs Plotly.
- */
-function loadPlotly(src) {
-  return new Promise((resolve, reject) => {
-    const el = document.createElement('script');
-    el.src = src;
-    el.onload = () => resolve(window.Plotly);
-    el.onerror = () => reject(new Error(`could not load ${src}`));
-    document.head.append(el);
-  });
-}
 
 class MetricsPage {
   constructor() {

@@ -67,7 +67,7 @@ export class RunBar {
     if (!parts) return;
     const live = info.status === 'running';
     parts.status.className = `badge ${live ? 'live' : info.status}`;
-    parts.status.textContent = live ? 'live' : info.status;
+    parts.status.textContent = info.status; // the API's names, as the run list and overview say
     parts.step.textContent = info.last_step === null || info.last_step === undefined ? 'no steps' : `step ${info.last_step}`;
     parts.progress.hidden = !(info.pending_steps > 0);
     parts.progress.textContent = progressText(info.pending_steps);

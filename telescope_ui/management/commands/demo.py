@@ -1,5 +1,9 @@
+"""`manage.py demo`: a finished synthetic GRPO run to look at (`make run` streams a live one
+beside it: telescope_ui.live_demo)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -42,7 +46,7 @@ class Command(BaseCommand):
         project, _ = Project.objects.get_or_create(name=options["project"])
         steps = options["steps"]
         batch: list[dict[str, Any]] = []
-        for i, msg in enumerate(demo_messages(options["run"], steps), start=1):
+        for i, msg in enumerate(finished_run(options["run"], steps), start=1):
             batch.append(msg)
             if len(batch) == BATCH:
                 self._apply(project.pk, batch)
@@ -64,3 +68,17 @@ class Command(BaseCommand):
     def _progress(self, left: int) -> None:
         self.stdout.write(f"\rdemo: aggregating, {left} steps left ", ending="")
         self.stdout.flush()
+
+
+def finished_run(run: str, steps: int) -> Iterator[dict[str, Any]]:
+    """ingest.demo's messages, its run.start saying how many steps there will be (progress),
+    then a `run.end`: the demo run is `finished`, not `running` until it turns idle."""
+    end: dict[str, Any] = {"v": 1, "id": f"{run}-end", "type": "run.end", "run": run,
+                           "status": "finished"}
+    for msg in demo_messages(run, steps):
+        if msg["type"] == "run.start":
+            msg = {**msg, "total_steps": steps}
+        elif msg["type"] == "step":
+            end["time"] = msg["time"]
+        yield msg
+    yield end

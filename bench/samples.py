@@ -1,0 +1,228 @@
+"""Sample text and the sample viewer (issue 17): one server process on the embedded default
+(SQLite + in-memory layer), steps of 512 samples with 2 KB of text each (a 512-byte prompt and
+a 1.5 KB completion of English-like words, so compression sees text, not noise).
+
+Measures, with their targets:
+- ingest throughput over one WebSocket, a step per message, with text against the same
+  messages without it (within 2x); acked (the text stored raw), and until the server has also
+  compressed it (it does so after the acks, once ingest pauses);
+- GET /api/runs/<id>/samples of one such step: without text (<= 100 ms) and with `text=1`
+  (<= 300 ms), median of repeated requests, and the first one;
+- the viewer's first paint in headless Chromium (the system one): navigation start to every
+  sample of the step drawn, cold (fresh context) and warm (reload) (<= 500 ms).
+
+Run: .venv/bin/python bench/samples.py [--steps 40] [--reads 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import websockets
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.live_server import LiveServer, ServerState  # noqa: E402
+
+N, GROUP, PROMPT_BYTES, COMPLETION_BYTES = 512, 8, 512, 1536
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+WORDS = ("the of and to in is that for it as with was on be by this are at from or an which have "
+         "not but can all were their has if would about more when there so one out some what into "
+         "than them could only other time then also two may these its like first way even new "
+         "answer therefore compute sum equals step check because value total result").split()
+
+
+def corpus(rng: np.random.Generator, size: int = 1 << 21) -> str:
+    words = rng.choice(WORDS, size // 5)
+    stops = rng.random(words.size) < 0.08
+    return "".join(w + (".\n" if s else " ") for w, s in zip(words.tolist(), stops.tolist(),
+                                                             strict=True))
+
+
+def frames(steps: int, run: str, text: bool, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    pool = corpus(rng) if text else ""
+    out = []
+    for step in range(steps):
+        ids = np.arange(N)
+        msg: dict[str, Any] = {
+            "v": 1, "id": f"{run}-{step}", "type": "samples", "run": run, "step": step,
+            "env": "math", "sample_id": ids.tolist(), "group_id": (ids // GROUP).tolist(),
+            "reward": rng.integers(0, 2, N).astype(float).tolist(),
+            "advantage": rng.normal(0, 1, N).tolist(),
+            "prompt_tokens": rng.integers(50, 300, N).tolist(),
+            "completion_tokens": rng.integers(10, 2000, N).tolist(),
+            "metrics": {f"m{k}": rng.normal(k, 1, N).tolist() for k in range(4)},
+        }
+        if text:
+            starts = rng.integers(0, len(pool) - COMPLETION_BYTES, size=(2, N)).tolist()
+            prompt = [pool[a:a + PROMPT_BYTES] for a in starts[0][::GROUP] for _ in range(GROUP)]
+            msg["prompt"] = prompt
+            msg["completion"] = [pool[a:a + COMPLETION_BYTES] for a in starts[1]]
+        out.append(msgpack.packb(msg))
+    return out
+
+
+async def stream(url: str, token: str, data: list[bytes], reply: bytes = b'"ack"') -> float:
+    """Seconds to send every frame, one at a time, each after the previous one's reply."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
+        start = time.perf_counter()
+        for frame in data:
+            await ws.send(frame)
+            got = answer if isinstance(answer := await ws.recv(), bytes) else answer.encode()
+            assert reply in got, got
+        return time.perf_counter() - start
+
+
+def get(url: str) -> tuple[float, Any]:
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as res:
+        body = json.loads(res.read())
+    return (time.perf_counter() - t) * 1000, body
+
+
+def run_id(server: LiveServer, name: str) -> int:
+    return next(r["id"] for r in get(server.http + "/api/runs")[1]["runs"] if r["name"] == name)
+
+
+def raw_rows(db: Path) -> int:
+    """Text rows the server has not compressed yet."""
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM ingest_sampletext WHERE NOT compressed")
+                   .fetchone()[0])
+
+
+def bench_ingest(server: LiveServer, token: str, steps: int, db: Path) -> None:
+    url = server.ws + "/ws/ingest/"
+    rates: dict[bool, list[float]] = {}
+    compressed: list[float] = []
+    for i, text in enumerate((False, True, False, True)):  # interleaved: the load moves
+        data = frames(steps, f"ingest-{'text' if text else 'plain'}-{i}", text)
+        start = time.perf_counter()
+        seconds = asyncio.run(stream(url, token, data))
+        rate = steps * N / seconds
+        rates.setdefault(text, []).append(rate)
+        mb = sum(map(len, data)) / 1e6
+        line = (f"  ingest {'with' if text else 'without'} text: {rate:,.0f} samples/s acked "
+                f"({steps} messages of {N}, {mb:.1f} MB)")
+        if text:
+            while raw_rows(db):
+                time.sleep(0.05)
+            compressed.append(steps * N / (time.perf_counter() - start))
+            line += f"; {compressed[-1]:,.0f} samples/s until also compressed"
+        print(line, flush=True)
+    # The floor: the same frames refused right after decoding (a wrong version), so what the
+    # transport and msgpack cost before anything is validated or stored.
+    for text in (False, True):
+        refused = [msgpack.packb({**msgpack.unpackb(f), "v": 2})
+                   for f in frames(steps, "floor", text, seed=9)]
+        ms = asyncio.run(stream(url, token, refused, b'"bad_version"')) / steps * 1000
+        print(f"  receiving and decoding alone, {'with' if text else 'without'} text: "
+              f"{ms:.1f} ms per message", flush=True)
+    plain, text_rate = max(rates[False]), max(rates[True])
+    print(f"ingest: {plain:,.0f} samples/s without text, {text_rate:,.0f} with "
+          f"({plain / text_rate:.2f}x slower; target within 2x); {max(compressed):,.0f} "
+          "samples/s counting the compression that follows the acks")
+
+
+def bench_api(server: LiveServer, rid: int, step: int, reads: int) -> None:
+    base = f"{server.http}/api/runs/{rid}/samples?step={step}&limit=1000"
+    for label, url, target in (("without text", base, 100), ("with text", base + "&text=1", 300)):
+        first, body = get(url)
+        times = [get(url)[0] for _ in range(reads)]
+        size = len(json.dumps(body)) / 1e6
+        print(f"api {label}: first {first:.1f} ms, median {statistics.median(times):.1f} ms, "
+              f"p95 {np.percentile(times, 95):.1f} ms ({body['total']} samples, {size:.2f} MB "
+              f"JSON; target <= {target} ms)")
+
+
+# The page's own marks: its first screen of samples painted (the frame after it was drawn), and
+# every sample of the step in the page.
+MARKS = """
+document.addEventListener('telescope:samples-painted', (e) => { window.__painted = e.detail.at; });
+new MutationObserver((_, obs) => {
+  const root = document.querySelector('#samples[data-loaded]');
+  if (root) { window.__all = performance.now(); obs.disconnect(); }
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-loaded']});
+"""
+PAINTED = """() => new Promise(done => {
+  const check = () => (window.__painted && window.__all
+    ? done([window.__painted, window.__all, document.querySelectorAll('.sample').length])
+    : setTimeout(check, 5));
+  check();
+})"""
+
+
+def bench_viewer(server: LiveServer, rid: int, step: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url = f"{server.http}/runs/{rid}/samples?step={step}"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        cold, warm, text, search = [], [], [], []
+        for _ in range(3):
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            context.add_init_script(MARKS)
+            page = context.new_page()
+            page.goto(url, wait_until="commit")
+            cold.append(page.evaluate(PAINTED))
+            page.reload(wait_until="commit")
+            warm.append(page.evaluate(PAINTED))
+            assert cold[-1][2] == warm[-1][2] == N, (cold, warm)
+            t = time.perf_counter()
+            page.locator(".sample-summary").first.click()
+            page.locator(".sample-detail pre").first.wait_for()
+            text.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            page.locator("#text-search").fill("answer")  # every sample's text, then marks
+            page.wait_for_function("document.querySelector('#search-status').textContent")
+            search.append((time.perf_counter() - t) * 1000)
+            context.close()
+        browser.close()
+    def med(xs: list[list[float]], i: int) -> float:
+        return statistics.median(x[i] for x in xs)
+
+    print(f"viewer first paint (the first screen of a {N}-sample step): cold {med(cold, 0):.0f}"
+          f" ms, warm {med(warm, 0):.0f} ms (median of 3; target <= 500 ms); all {N} samples in "
+          f"the page: cold {med(cold, 1):.0f} ms, warm {med(warm, 1):.0f} ms; a sample's text "
+          f"shown {statistics.median(text):.0f} ms after its click (the text of its 64 fetched);"
+          f" a search over every sample's text {statistics.median(search):.0f} ms (150 ms of it "
+          "typing debounce)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--reads", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        state = ServerState(Path(tmp))
+        server = LiveServer(state).start()
+        try:
+            token = state.token("bench")
+            bench_ingest(server, token, args.steps, Path(tmp) / "telescope.sqlite3")
+            rid = run_id(server, "ingest-text-1")
+            bench_api(server, rid, args.steps // 2, args.reads)
+            bench_viewer(server, rid, args.steps // 2)
+        finally:
+            server.stop()
+    print("targets: ingest with text within 2x of without; api <= 100 ms without text, "
+          "<= 300 ms with; viewer first paint <= 500 ms")
+
+
+if __name__ == "__main__":
+    main()

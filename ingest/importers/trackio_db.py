@@ -1,0 +1,88 @@
+"""A trackio project → `SourceRun`s, read from its local SQLite database.
+
+trackio keeps each project in `<TRACKIO_DIR>/<project>.db` (default
+`~/.cache/huggingface/trackio/`): a `metrics` table of JSON rows (`run_id`, `run_name`, `step`,
+`timestamp`, `metrics`) and a `configs` table (one JSON config per run). PATH is that `.db`
+file, or a folder holding one project's. The database is opened read-only, so a trackio still
+logging to it is not disturbed. Every run of the project is one `SourceRun`; non-finite values
+(trackio stores them as "NaN"/"Infinity") arrive as nulls.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ingest.importers.source import Row, SourceRun, clean_run_name, merge_rows, plain_config
+
+_NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def database(path: Path) -> Path:
+    """The project database at `path` (a `.db` file, or a folder with exactly one)."""
+    if path.is_file():
+        return path
+    found = sorted(path.glob("*.db"))
+    if len(found) != 1:
+        raise ValueError(f"{path} holds {len(found)} trackio databases (*.db); name one")
+    return found[0]
+
+
+def connect(db: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{db.resolve()}?mode=ro", uri=True, timeout=30)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def find_runs(path: Path) -> list[SourceRun]:
+    db = database(path.resolve())
+    with closing(connect(db)) as conn:
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(metrics)")}
+        if not columns:
+            raise ValueError(f"{db} is not a trackio project database (no metrics table)")
+        ident = "run_id" if "run_id" in columns else "run_name"
+        found = conn.execute(
+            f"SELECT {ident} AS ident, run_name, COUNT(DISTINCT step) AS n, MIN(id) AS first"
+            f" FROM metrics GROUP BY {ident} ORDER BY first").fetchall()
+    return [_source(db, ident, row["ident"], row["run_name"], row["n"]) for row in found]
+
+
+def _source(db: Path, column: str, ident: str, name: str, steps: int) -> SourceRun:
+    run = SourceRun(kind="trackio", name=clean_run_name(name), identity=f"{db.stem}/{ident}",
+                    read=list, steps_hint=steps, status="finished")
+    run.read = lambda: _read(db, column, ident, run)
+    return run
+
+
+def _read(db: Path, column: str, ident: str, run: SourceRun) -> list[Row]:
+    with closing(connect(db)) as conn:
+        rows = conn.execute(f"SELECT step, timestamp, metrics FROM metrics WHERE {column} = ?"
+                            " ORDER BY step, id", (ident,)).fetchall()
+        run.config.update(_config(conn, column, ident))
+    raw = ((int(r["step"]), _time(r["timestamp"]), _values(r["metrics"])) for r in rows)
+    return merge_rows(raw, run.skipped)
+
+
+def _config(conn: sqlite3.Connection, column: str, ident: str) -> dict[str, Any]:
+    if not {r[1] for r in conn.execute("PRAGMA table_info(configs)")} >= {column, "config"}:
+        return {}
+    row = conn.execute(f"SELECT config FROM configs WHERE {column} = ?", (ident,)).fetchone()
+    return plain_config(_values(row["config"])) if row else {}
+
+
+def _values(text: str) -> dict[str, Any]:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        return {}
+    return {k: _NON_FINITE.get(v, v) if isinstance(v, str) else v for k, v in data.items()}
+
+
+def _time(stamp: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if stamp else None
+    except ValueError:
+        return None

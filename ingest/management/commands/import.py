@@ -1,0 +1,94 @@
+"""`manage.py import tensorboard|trackio|wandb PATH --project P [--run NAME]`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ingest.importers import READERS, find_runs
+from ingest.importers.load import ImportRejected, import_run
+from ingest.models import Project, Run
+
+
+class ProgressBar:
+    """`[#####.....] 1,200/5,000 steps  3,400 steps/s` on one line of `stream` (stderr),
+    redrawn at most 10 times a second and once at the end."""
+
+    def __init__(self, label: str, stream: TextIO, width: int = 30) -> None:
+        self.label, self.stream, self.width = label, stream, width
+        self.started = time.perf_counter()
+        self.drawn = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done < total and now - self.drawn < 0.1:
+            return
+        self.drawn = now
+        filled = self.width * done // total if total else self.width
+        rate = done / max(now - self.started, 1e-9)
+        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
+                          f"{done:,}/{total:,} steps  {rate:,.0f} steps/s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+class Command(BaseCommand):
+    help = ("Import runs logged with TensorBoard (event files), trackio (a project's local "
+            "database) or W&B (offline run folders): history scalars become step metrics, the "
+            "config the run's config. Importing the same run again adds nothing.")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("source", choices=sorted(READERS))
+        parser.add_argument("path", type=Path, help="TensorBoard log dir or event file; a "
+                            "trackio project .db; a W&B offline-run folder or a folder of them")
+        parser.add_argument("--project", required=True, help="the Telescope project")
+        parser.add_argument("--run", help="the Telescope run name (when PATH holds one run; "
+                            "default: the run's own name)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        source, path = options["source"], options["path"]
+        try:
+            runs = find_runs(source, path)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot read {source} runs at {path}: {exc}") from None
+        if not runs:
+            raise CommandError(f"no {source} runs found at {path}")
+        if options["run"] and len(runs) > 1:
+            names = ", ".join(repr(r.name) for r in runs)
+            raise CommandError(f"{path} holds {len(runs)} runs ({names}); --run names one "
+                               "run only: import them under their own names, or point PATH "
+                               "at one")
+        project, _ = Project.objects.get_or_create(name=options["project"])
+        for run in runs:
+            name = options["run"] or run.name
+            bar = ProgressBar(f"{source} {run.name!r}", sys.stderr)
+            sys.stderr.write(f"{bar.label}: reading…")
+            sys.stderr.flush()
+            try:
+                done = import_run(project.pk, run, name, progress=bar)
+            except ImportRejected as exc:
+                raise CommandError(f"{source} run {run.name!r}: {exc}") from None
+            except ModuleNotFoundError as exc:
+                raise CommandError(f"reading {source} files needs the {exc.name!r} package: "
+                                   "pip install 'telescope-dashboard[import]'") from None
+            stored = Run.objects.filter(pk=done.run_id).values_list("name", flat=True).first()
+            self.stdout.write(self._summary(source, run.name, stored or name, project.name,
+                                            done, run.skipped))
+
+    @staticmethod
+    def _summary(source: str, original: str, name: str, project: str, done: Any,
+                 skipped: dict[str, int]) -> str:
+        what = (f"{done.new_messages} new messages" if done.new_messages
+                else "nothing new (imported before)")
+        if done.new_messages and done.duplicate_messages:
+            what += f", {done.duplicate_messages} already there"
+        left_out = "; left out: " + ", ".join(
+            f"{n} values ({why})" for why, n in sorted(skipped.items())) if skipped else ""
+        return (f"Imported {source} run {original!r} as run {name!r} of project {project!r}: "
+                f"{done.steps:,} steps, {what}, in {done.seconds:.2f} s "
+                f"({done.steps_per_second:,.0f} steps/s){left_out}")

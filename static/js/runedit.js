@@ -1,0 +1,124 @@
+// Run housekeeping (issue 13): PATCH name / notes / color and DELETE /api/runs/<id>, written
+// like the page's other writes (CSRF cookie in X-CSRFToken), and the controls that use them:
+// rename, colour, and delete behind a typed confirmation (the run's name).
+
+import { deleteRun, patchRun } from './api.js';
+import { h, runColor } from './dom.js';
+
+/** What went wrong, in words: the server's message when it gave one. */
+export function problem(err) {
+  return err?.body?.error || err?.message || String(err);
+}
+
+/**
+ * The housekeeping controls of one run. `info` is the run's info (kept current by `update`);
+ * `onSaved(info)` gets the server's answer to an edit; `onDeleted()` runs once it is gone.
+ */
+export class RunEditor {
+  constructor(root, info, { onSaved = () => {}, onDeleted = () => {} } = {}) {
+    this.info = info;
+    this.onSaved = onSaved;
+    this.onDeleted = onDeleted;
+    this.status = h('p', { class: 'hk-status', role: 'status', 'aria-live': 'polite' });
+    root.replaceChildren(this.renameForm(), this.colorField(), this.deleteControl(), this.status);
+  }
+
+  say(text, bad = false) {
+    this.status.textContent = text;
+    this.status.classList.toggle('bad', bad);
+  }
+
+  renameForm() {
+    this.name = h('input', { type: 'text', name: 'name', value: this.info.name, maxlength: 200, required: true,
+      autocomplete: 'off', spellcheck: 'false', 'aria-label': 'Run name' });
+    const form = h('form', { class: 'hk-row' }, h('label', { for: 'hk-name' }, 'Name'), this.name,
+      h('button', { type: 'submit' }, 'Rename'));
+    this.name.id = 'hk-name';
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      this.rename();
+    });
+    return form;
+  }
+
+  async rename() {
+    const name = this.name.value.trim();
+    if (!name || name === this.info.name) return;
+    await this.save({ name }, `Renamed to ${name}.`);
+  }
+
+  colorField() {
+    this.color = h('input', { type: 'color', class: 'swatch', value: runColor(this.info), 'aria-label': 'Run colour', id: 'hk-color' });
+    this.color.addEventListener('change', () => this.save({ color: this.color.value }, 'Colour saved.'));
+    return h('div', { class: 'hk-row' }, h('label', { for: 'hk-color' }, 'Colour'), this.color);
+  }
+
+  async save(body, done) {
+    try {
+      const info = await patchRun(this.info.id, body);
+      this.say(done);
+      this.onSaved(info);
+    } catch (err) {
+      this.say(`Not saved: ${problem(err)}`, true);
+      this.update(this.info); // back to what the server has
+    }
+  }
+
+  deleteControl() {
+    this.confirm = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', 'aria-label': 'Type the run name to confirm' });
+    this.doDelete = h('button', { type: 'submit', class: 'danger', disabled: true }, 'Delete this run');
+    this.what = h('span', { class: 'hk-name' });
+    this.dialog = h('dialog', { class: 'hk-dialog', 'aria-labelledby': 'hk-delete-title' },
+      h('form', { method: 'dialog' },
+        h('h2', { id: 'hk-delete-title' }, 'Delete run'),
+        h('p', {}, 'This removes ', this.what, ' and everything stored for it: steps, charts, samples, notes. It cannot be undone.'),
+        h('label', {}, 'Type the run name to confirm: ', this.confirm),
+        h('p', { class: 'hk-dialog-status bad', role: 'alert' }),
+        h('div', { class: 'hk-dialog-buttons' },
+          h('button', { type: 'button', onclick: () => this.dialog.close() }, 'Cancel'), this.doDelete)));
+    this.confirm.addEventListener('input', () => { this.doDelete.disabled = this.confirm.value !== this.info.name; });
+    this.dialog.querySelector('form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      this.remove();
+    });
+    const open = h('button', { type: 'button', class: 'danger' }, 'Delete run…');
+    open.addEventListener('click', () => {
+      this.what.textContent = this.info.name;
+      this.confirm.value = '';
+      this.doDelete.disabled = true;
+      this.dialog.querySelector('.hk-dialog-status').textContent = '';
+      this.dialog.showModal();
+      this.confirm.focus();
+    });
+    this.openDelete = open;
+    return h('div', { class: 'hk-row' }, open, this.dialog);
+  }
+
+  async remove() {
+    if (this.confirm.value !== this.info.name) return; // the typed name is the confirmation
+    this.doDelete.disabled = true;
+    try {
+      await deleteRun(this.info.id);
+      this.dialog.close();
+      this.onDeleted();
+    } catch (err) {
+      this.dialog.querySelector('.hk-dialog-status').textContent = `Not deleted: ${problem(err)}`;
+      this.doDelete.disabled = false;
+    }
+  }
+
+  /** The run changed (here or elsewhere): show it, leaving a field being typed in alone. */
+  update(info) {
+    this.info = info;
+    if (document.activeElement !== this.name) this.name.value = info.name;
+    if (document.activeElement !== this.color) this.color.value = runColor(info);
+    this.doDelete.disabled = this.confirm.value !== info.name;
+    if (this.dialog.open) this.what.textContent = info.name;
+  }
+
+  /** The run is gone: nothing left to edit. */
+  disable() {
+    for (const el of [this.name, this.color, this.openDelete]) el.disabled = true;
+    if (this.dialog.open) this.dialog.close();
+  }
+}

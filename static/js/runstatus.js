@@ -1,0 +1,89 @@
+// A run's status and progress as the pages show them (issue 13): the status badge (running,
+// idle, finished, failed), a progress bar, and the overview's panel of progress, ETA, pace and
+// times, which ticks between updates (the ETA counts down, ages grow).
+
+import { h } from './dom.js';
+import { etaNow, formatDuration, progressOf, progressText, rateText, stepSeconds } from './runprogress.js';
+import { age } from './text.js';
+
+const BADGE_CLASS = { running: 'live', idle: 'idle', finished: 'finished', failed: 'failed' };
+
+/** Show `status` on a badge element. */
+export function setStatusBadge(el, status) {
+  el.className = `badge status ${BADGE_CLASS[status] ?? ''}`.trim();
+  el.textContent = status ?? '';
+  el.dataset.status = status ?? '';
+}
+
+/** A progress bar; `bar.update(info)` fills it (striped, empty, without total_steps). */
+export function progressBar() {
+  const fill = h('span', { class: 'progress-fill' });
+  const bar = h('div', { class: 'progress-bar', role: 'progressbar', 'aria-valuemin': '0', 'aria-valuemax': '100' }, fill);
+  bar.update = (info) => {
+    const { fraction } = progressOf(info);
+    bar.classList.toggle('unknown', fraction === null);
+    fill.style.width = `${Math.round((fraction ?? 0) * 1000) / 10}%`;
+    if (fraction === null) bar.removeAttribute('aria-valuenow');
+    else bar.setAttribute('aria-valuenow', String(Math.floor(fraction * 100)));
+    bar.setAttribute('aria-valuetext', progressText(info));
+    bar.dataset.status = info.status;
+  };
+  return bar;
+}
+
+/** "in 12 min" for a running run with an ETA; why there is none otherwise. */
+export function etaText(info, receivedMs, nowMs) {
+  const eta = etaNow(info, receivedMs, nowMs);
+  if (eta !== null) return eta > 0 ? `in ${formatDuration(eta)}` : 'any moment';
+  if (info.status === 'finished' || info.status === 'failed') return `— (${info.status})`;
+  if (info.status === 'idle') return '— (idle: nothing received lately)';
+  if (!info.total_steps) return '— (total steps unknown)';
+  return '— (timing the steps)';
+}
+
+export class ProgressPanel {
+  constructor(root) {
+    this.badge = h('span', { class: 'badge' });
+    this.bar = progressBar();
+    this.text = h('span', { class: 'progress-text' });
+    this.cells = {};
+    const item = (name, label) => {
+      this.cells[name] = h('dd', { dataset: { field: name } });
+      return [h('dt', {}, label), this.cells[name]];
+    };
+    root.replaceChildren(
+      h('div', { class: 'progress-head' }, this.badge, this.text),
+      this.bar,
+      h('dl', { class: 'facts' }, ...item('last_step', 'Last step'), ...item('eta', 'ETA'),
+        ...item('rate', 'Pace'), ...item('started', 'Started'), ...item('updated', 'Updated'),
+        ...item('pending', 'Aggregating')));
+  }
+
+  /** New info from the server, received at `receivedMs`. */
+  update(info, receivedMs = Date.now()) {
+    this.info = info;
+    this.receivedMs = receivedMs;
+    setStatusBadge(this.badge, info.status);
+    this.bar.update(info);
+    this.text.textContent = progressText(info);
+    this.cells.last_step.textContent = info.last_step ?? '—';
+    this.cells.pending.textContent = info.pending_steps > 0 ? `${info.pending_steps.toLocaleString('en-US')} steps left` : '';
+    this.cells.pending.previousSibling.hidden = !(info.pending_steps > 0);
+    this.cells.pending.hidden = !(info.pending_steps > 0);
+    this.tick();
+  }
+
+  /** Refresh what moves with the clock; `recent` = seconds per step seen in the charts. */
+  tick(nowMs = Date.now(), recent = this.recent ?? null) {
+    const info = this.info;
+    if (!info) return;
+    this.recent = recent;
+    this.cells.eta.textContent = etaText(info, this.receivedMs, nowMs);
+    this.cells.rate.textContent = rateText(stepSeconds(info, recent)) || '—';
+    for (const field of ['started', 'updated']) {
+      const iso = info[`${field}_at`];
+      const when = Date.parse(iso);
+      this.cells[field].textContent = Number.isFinite(when) ? `${new Date(when).toLocaleString()} (${age(iso, nowMs)})` : '—';
+    }
+  }
+}

@@ -1,0 +1,102 @@
+"""`telescope`: the dashboard from a pip install (`pip install "telescope-dashboard[server]"`).
+
+    telescope serve [--host H] [--port P] [--data-dir DIR]   migrate, then serve; prints the URL
+    telescope token PROJECT                                  a new ingest token (shown once)
+    telescope import tensorboard|trackio|wandb PATH --project P [--run NAME]
+    telescope demo                                           a synthetic GRPO run to look at
+
+Every command uses the data directory `--data-dir`, else `$TELESCOPE_DATA_DIR`, else
+`$XDG_DATA_HOME/telescope` (`~/.local/share/telescope`), and brings its database up to date
+first, so `telescope token` works before the first `serve`. `DATABASE_URL`, `REDIS_URL` and
+the other settings of the README's Configuration apply as they do to `manage.py`. In a checkout,
+`make run` stays the one command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def default_data_dir() -> Path:
+    if os.environ.get("TELESCOPE_DATA_DIR"):
+        return Path(os.environ["TELESCOPE_DATA_DIR"])
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "telescope"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="telescope", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, help="where the SQLite database and local state "
+                   "live (default: $TELESCOPE_DATA_DIR or ~/.local/share/telescope)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser("serve", help="migrate the database, then serve the dashboard")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    token = sub.add_parser("token", help="create an ingest token for PROJECT (shown once)")
+    token.add_argument("project")
+    imp = sub.add_parser("import", help="import TensorBoard, trackio or W&B offline runs")
+    imp.add_argument("source", choices=("tensorboard", "trackio", "wandb"))
+    imp.add_argument("path")
+    imp.add_argument("--project", required=True)
+    imp.add_argument("--run")
+    demo = sub.add_parser("demo", help="ingest a synthetic GRPO run to look at")
+    demo.add_argument("--project", default="demo")
+    demo.add_argument("--run", default="grpo-demo")
+    demo.add_argument("--steps", type=int, default=200)
+    for command in (serve, token, imp, demo):  # also accepted after the command
+        command.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
+    return p
+
+
+def setup(data_dir: Path) -> None:
+    """Point Django at `data_dir`, load it, and migrate the database (quietly)."""
+    data_dir = data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["TELESCOPE_DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "telescope_ui.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+def run(args: argparse.Namespace) -> None:
+    from django.core.management import call_command
+
+    if args.command == "serve":
+        from telescope_ui import serve
+
+        print(f"Telescope data in {os.environ['TELESCOPE_DATA_DIR']}; send metrics with a "
+              "token from `telescope token PROJECT`", flush=True)
+        serve.main(["--host", args.host, "--port", str(args.port)])
+    elif args.command == "token":
+        call_command("createtoken", project=args.project)
+    elif args.command == "import":
+        options: dict[str, Any] = {"project": args.project}
+        if args.run:
+            options["run"] = args.run
+        call_command("import", args.source, args.path, **options)
+    elif args.command == "demo":
+        call_command("demo", project=args.project, run=args.run, steps=args.steps)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    setup(args.data_dir or default_data_dir())
+    from django.core.management.base import CommandError
+
+    try:
+        run(args)
+    except CommandError as exc:
+        sys.exit(f"telescope: {exc}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

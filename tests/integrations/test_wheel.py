@@ -1,0 +1,169 @@
+"""The wheel a pip user installs: built from the checkout, installed in a fresh venv, started
+with its `telescope` console script; the pages, the front end's files and plotly.min.js must
+come from the installed package, not the checkout.
+
+The fresh venv gets the wheel alone (`--no-deps`); the server's dependencies come from this
+test's own venv through a .pth file (no download, and never torch). The wheel's metadata is
+checked for them instead: the `server` extra must name them and none may be torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.live_server import ROOT, free_port
+
+PACKAGE_ROOTS = ("telescope_ui", "ingest", "trainer_hooks")
+SERVER_DEPS = {"django", "channels", "daphne", "plotly", "numpy", "orjson", "msgpack",
+               "pyyaml", "websockets", "servestatic", "tsdownsample", "dj-database-url"}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a pip user: no checkout on the path, no test database or layer."""
+    drop = {"PYTHONPATH", "DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL",
+            "TELESCOPE_DATA_DIR", "TELESCOPE_TEST_DB"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a copy of the checkout: setuptools leaves build/ where it builds, and a stale
+    build/ would ship files the checkout no longer has."""
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
+    shutil.copy(ROOT / "pyproject.toml", src)
+    for folder in (*PACKAGE_ROOTS, "static", "templates"):
+        shutil.copytree(ROOT / folder, src / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
+                    "--no-build-isolation", "-q", "-w", str(out)], check=True, timeout=300,
+                   capture_output=True)
+    [built] = out.glob("telescope_dashboard-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", "--no-index", str(wheel)], check=True, timeout=300,
+                   capture_output=True)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], check=True, capture_output=True, text=True)
+    (Path(site.stdout.strip()) / "_telescope_test_deps.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def served(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    data, port = tmp_path_factory.mktemp("data"), free_port()
+    log = data / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(venv / "bin" / "telescope"), "serve", "--port", str(port),
+                                 "--data-dir", str(data)], cwd=data, env=clean_env(),
+                                stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                urllib.request.urlopen(url + "/healthz", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        yield url, data
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    assert f"Telescope dashboard on {url}/" in log.read_text()  # it said where it is
+
+
+def fetch(url: str) -> tuple[int, bytes, str]:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.status, response.read(), response.headers.get("Content-Type", "")
+
+
+def test_the_wheel_holds_the_front_end_and_declares_its_script(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    checkout = {p.relative_to(ROOT / "static").as_posix() for p in (ROOT / "static").rglob("*")
+                if p.is_file()}
+    assert {f"telescope_ui/static/{n}" for n in checkout} <= names
+    templates = {p.relative_to(ROOT / "templates").as_posix()
+                 for p in (ROOT / "templates").rglob("*.html")}
+    assert {f"telescope_ui/templates/{n}" for n in templates} <= names
+    packages = {p.parent.relative_to(ROOT).as_posix() for root in PACKAGE_ROOTS
+                for p in (ROOT / root).rglob("__init__.py")}
+    missing = {p for p in packages if f"{p}/__init__.py" not in names}
+    assert not missing, f"add {sorted(missing)} to [tool.setuptools] packages in pyproject.toml"
+    meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "telescope = telescope_ui.cli:main" in zipfile.ZipFile(wheel).read(meta).decode()
+
+
+def test_the_server_extra_names_its_dependencies_and_no_torch(wheel: Path) -> None:
+    meta_name = next(n for n in zipfile.ZipFile(wheel).namelist()
+                     if n.endswith(".dist-info/METADATA"))
+    meta = zipfile.ZipFile(wheel).read(meta_name).decode()
+    requires = re.findall(r"^Requires-Dist: (.+)$", meta, re.M)
+    core_and_server = [r for r in requires if "extra ==" not in r or "'server'" in r
+                       or '"server"' in r]
+    names = {re.split(r"[=<>\[; ]", r, maxsplit=1)[0].lower() for r in core_and_server}
+    assert SERVER_DEPS <= names, SERVER_DEPS - names
+    assert "torch" not in names
+
+
+def test_telescope_serve_serves_pages_and_files_from_the_installed_package(
+        venv: Path, served: tuple[str, Path]) -> None:
+    url, data = served
+    located = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "import telescope_ui; print(telescope_ui.__file__)"],
+                             cwd=data, env=clean_env(), capture_output=True, text=True)
+    assert located.stdout.strip().startswith(str(venv))  # the wheel's copy, not the checkout
+    status, page, _ = fetch(url + "/")
+    assert status == 200 and b"<html" in page.lower()
+    status, js, kind = fetch(url + "/static/js/runs.js")
+    assert status == 200 and "javascript" in kind
+    assert js == (ROOT / "static" / "js" / "runs.js").read_bytes()
+    status, css, _ = fetch(url + "/static/css/app.css")
+    assert status == 200 and css == (ROOT / "static" / "css" / "app.css").read_bytes()
+    status, plotly, kind = fetch(url + "/static/plotly.min.js")
+    assert status == 200 and "javascript" in kind and len(plotly) > 1_000_000
+    assert (data / "telescope.sqlite3").is_file()  # --data-dir, migrated
+
+
+def test_telescope_token_and_demo_fill_the_served_database(
+        venv: Path, served: tuple[str, Path]) -> None:
+    url, data = served
+    telescope = str(venv / "bin" / "telescope")
+    token = subprocess.run([telescope, "token", "wheel-project", "--data-dir", str(data)],
+                           cwd=data, env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert token.returncode == 0, token.stderr
+    assert re.fullmatch(r"tsk_[\w-]{20,}", token.stdout.strip().splitlines()[-1])
+    demo = subprocess.run([telescope, "demo", "--steps", "3", "--data-dir", str(data)],
+                          cwd=data, env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    status, body, _ = fetch(url + "/api/runs")
+    [run] = json.loads(body)["runs"]
+    assert run["name"] == "grpo-demo" and run["last_step"] == 2
+    status, page, _ = fetch(url + f"/runs/{run['id']}/metrics")
+    assert status == 200 and b"js/metrics.js" in page  # the Metrics page and its modules
+    for module in re.findall(rb'/static/(js/[\w./-]+\.js)', page):
+        assert fetch(url + "/static/" + module.decode())[0] == 200

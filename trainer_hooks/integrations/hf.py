@@ -1,0 +1,191 @@
+"""Telescope for Hugging Face `transformers` `Trainer` and TRL (`GRPOTrainer`, ...).
+
+    from trainer_hooks.integrations.hf import TelescopeCallback, telescope_reward
+
+    telescope = TelescopeCallback("ws://127.0.0.1:8000", token, run="grpo-math")
+    trainer = GRPOTrainer(model=..., args=GRPOConfig(...), train_dataset=...,
+                          reward_funcs=[telescope_reward(accuracy, env="math")],
+                          callbacks=[telescope])
+    trainer.train()
+
+**Step metrics.** Every `on_log` dict is sent as the step metrics of `state.global_step`, keys
+mapped to `section/group/metric` (`hf_keys.TRL_KEYS`: `loss` → `loss/total`, `kl` →
+`train/kl_mean`, `reward` → `train/reward_mean`, `completions/mean_length` →
+`train/response_len_mean`, `step_time` → `timing_step_total`, ...; `eval_*` → `val/`). The run
+starts with the trainer's arguments as its config (`args.to_dict()`, the model's config under
+`model_config`, `total_steps` for progress), plus what `config=` adds.
+
+**Samples.** `telescope_reward(fn, env=...)` (see `hf_rewards`) records every completion the
+wrapped reward function scores, with its group (prompt), step, completion length, stop reason,
+sample metrics and (unless `text=False`) its prompt and completion text; the callback sends
+them after each optimizer step, so the Reward, Sample metrics, Groups and Rollouts sections
+fill.
+
+**Several processes** (`accelerate launch`, `torchrun`): make the callback on every process (as
+the trainer is). One sender: only the main process (`state.is_world_process_zero`) connects
+and logs step metrics, which the Trainer has already reduced across processes. Every rank
+scores its own share of the completions; after each optimizer step the callback gathers the
+ranks' captured samples to every process (`accelerate.utils.gather_object`, one small
+collective that every rank reaches at the same point of the step) and the main process sends
+them. Group ids are global (TRL's layout: process p's completion i is number p·n + i of the
+generation batch), so a prompt group split across ranks stays one group.
+
+Nothing here changes what the trainer computes: the callback only reads, the wrapper returns the
+reward function's output unchanged (or `RewardResult.total_reward`s), and sending happens on
+the sender's own thread.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from trainer_hooks.integrations.hf_keys import TRL_KEYS, step_metrics, telescope_key
+from trainer_hooks.integrations.hf_rewards import (
+    Layout,
+    SampleCapture,
+    activate,
+    any_wrapped,
+    telescope_reward,
+)
+from trainer_hooks.sender import Client, connect
+
+log = logging.getLogger("trainer_hooks.integrations.hf")
+
+__all__ = ["TRL_KEYS", "TelescopeCallback", "step_metrics", "telescope_key", "telescope_reward"]
+
+
+class TelescopeCallback(TrainerCallback):
+    """Sends a `Trainer`'s logged metrics, and the samples `telescope_reward` captures, to a
+    Telescope dashboard (see the module docstring).
+
+    `url` and `token` default to `$TELESCOPE_URL` (else `ws://127.0.0.1:8000`) and
+    `$TELESCOPE_TOKEN`; `run` to `$TELESCOPE_RUN`, else `args.run_name`, else the output
+    directory's name. `environments` (a YAML path, dicts or environment classes) declares
+    reward and metric ranges at run start; `resume=True` continues the newest run of that
+    name (a resumed checkpoint). Other keywords go to `trainer_hooks.connect` (`spool_dir`,
+    ...). `close_timeout`: how long the end of training waits for everything to be stored.
+    `text=False` leaves the prompts and completions' text out of the samples (the sender's
+    `text_per_group=k` keeps it for k samples of each group only).
+    """
+
+    def __init__(self, url: str | None = None, token: str | None = None,
+                 run: str | None = None, *, config: dict[str, Any] | None = None,
+                 environments: Any = None, resume: bool = False,
+                 close_timeout: float = 60.0, text: bool = True,
+                 **connect_options: Any) -> None:
+        self.url = url or os.environ.get("TELESCOPE_URL") or "ws://127.0.0.1:8000"
+        self.token = token if token is not None else os.environ.get("TELESCOPE_TOKEN", "")
+        self.run = run or os.environ.get("TELESCOPE_RUN") or None
+        self.extra_config = dict(config or {})
+        self.environments = environments
+        self.resume = resume
+        self.close_timeout = close_timeout
+        self.connect_options = connect_options
+        self.capture = SampleCapture(text=text)
+        self.client: Client | None = None
+        self.state: Any = None
+        self.closed: bool | None = None  # what client.close() returned at the end of training
+        self._model: Any = None
+        self._world_size = 1
+        activate(self)
+
+    # ------------------------------------------------------------ Trainer events
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
+                       processing_class: Any = None, **kwargs: Any) -> None:
+        activate(self)
+        self.state, self._model = state, model
+        self._world_size = int(getattr(args, "world_size", 1) or 1)
+        self.capture.layout = Layout(
+            process_index=int(getattr(args, "process_index", 0) or 0),
+            num_generations=getattr(args, "num_generations", None),
+            stop_token_ids=_stop_token_ids(processing_class))
+        if state.is_world_process_zero and self.client is None:
+            if not self.token:
+                log.warning("telescope: no token (pass token= or set TELESCOPE_TOKEN); the "
+                            "server will refuse this run's metrics")
+            self.client = connect(self.url, self.token, self._run_name(args),
+                                  config=self._config(args, state, model),
+                                  environments=self.environments, resume=self.resume,
+                                  **self.connect_options)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._send_samples()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> None:
+        if self.client is not None and logs:
+            metrics = step_metrics(logs)
+            if metrics:
+                self.client.log_step(int(state.global_step), metrics)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._send_samples()
+        if self.client is not None:
+            self.closed = self.client.close(self.close_timeout, status="finished")
+            if not self.closed:
+                log.warning("telescope: not everything was stored within %.0f s: %s",
+                            self.close_timeout, self.client.not_stored[-5:])
+            self.client = None
+
+    # ------------------------------------------------------------ helpers
+
+    def is_training(self) -> bool:
+        """True while the trainer trains (TRL also scores completions when evaluating)."""
+        return self._model is not None and bool(getattr(self._model, "training", False))
+
+    def _send_samples(self) -> None:
+        if not any_wrapped():
+            return
+        chunks = self.capture.take()
+        if self._world_size > 1:  # every rank reaches this at the same point of the step
+            from accelerate.utils import gather_object
+
+            chunks = gather_object(chunks)
+        if self.client is None:
+            return
+        takes_text = _takes_text(self.client)
+        for chunk in chunks:
+            chunk = dict(chunk)
+            if not takes_text:  # a trainer_hooks without text columns
+                chunk.pop("prompt", None)
+                chunk.pop("completion", None)
+            self.client.log_samples(chunk.pop("step"), **chunk)
+
+    def _run_name(self, args: Any) -> str:
+        if self.run:
+            return self.run
+        name = getattr(args, "run_name", None)
+        output_dir = getattr(args, "output_dir", None)
+        if not name and output_dir:
+            name = Path(output_dir).name
+        return str(name or "trainer")
+
+    def _config(self, args: Any, state: Any, model: Any) -> dict[str, Any]:
+        config: dict[str, Any] = dict(args.to_dict()) if hasattr(args, "to_dict") else {}
+        model_config = getattr(model, "config", None)
+        if hasattr(model_config, "to_dict"):
+            config["model_config"] = model_config.to_dict()
+        if getattr(state, "max_steps", 0) and state.max_steps > 0:
+            config["total_steps"] = int(state.max_steps)
+        config["trainer_hooks_integration"] = "hf"
+        config.update(self.extra_config)
+        return config
+
+
+def _takes_text(client: Client) -> bool:
+    return {"prompt", "completion"} <= set(inspect.signature(client.log_samples).parameters)
+
+
+def _stop_token_ids(processing_class: Any) -> frozenset[int]:
+    """eos and pad ids: a completion whose last token is one of them stopped on its own (TRL's
+    own test for truncation); any other ending hit the length limit."""
+    tok = getattr(processing_class, "tokenizer", processing_class)
+    ids = (getattr(tok, "eos_token_id", None), getattr(tok, "pad_token_id", None))
+    return frozenset(int(i) for i in ids if isinstance(i, int))
