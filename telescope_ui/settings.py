@@ -141,7 +141,11 @@ if os.environ.get("REDIS_URL"):
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # A page more than `expiry` seconds behind would be dropped from its runs' groups for good
+    # (the in-memory layer's cleanup; found by bench/soak.py): keep messages a day instead. A
+    # full channel (`capacity`) only loses pushes, which the page's seq check replays.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
+                                  "CONFIG": {"expiry": 86400}}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"
