@@ -12,18 +12,28 @@ function isBranch(value) {
   return value !== null && typeof value === 'object' && Object.keys(value).length > 0;
 }
 
+/**
+ * A branch's children in a stable order: arrays by index, objects by key. The server's
+ * database decides the order it returns a config's keys in (PostgreSQL's jsonb sorts them by
+ * length), so insertion order is not kept anyway.
+ */
+function entries(value) {
+  const all = Object.entries(value);
+  return Array.isArray(value) ? all : all.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
 /** Child path of `path` for key `key` of `parent`: `a.b`, `a[0]`. */
 export function childPath(path, key, parent) {
   if (Array.isArray(parent)) return `${path}[${key}]`;
   return path ? `${path}.${key}` : String(key);
 }
 
-/** Every leaf of a config, depth first in key order: [{path, key, value, text}]. */
+/** Every leaf of a config, depth first in key order (see `entries`): [{path, key, value, text}]. */
 export function flattenConfig(config) {
   const out = [];
   const walk = (value, path, key) => {
     if (isBranch(value)) {
-      for (const [k, v] of Object.entries(value)) walk(v, childPath(path, k, value), k);
+      for (const [k, v] of entries(value)) walk(v, childPath(path, k, value), k);
     } else if (path) {
       out.push({ path, key, value, text: formatValue(value) });
     }
@@ -49,7 +59,7 @@ export function filterConfig(config, query) {
   let count = 0;
   const walk = (value, path, key) => {
     if (isBranch(value)) {
-      const children = Object.entries(value)
+      const children = entries(value)
         .map(([k, v]) => walk(v, childPath(path, k, value), k)).filter(Boolean);
       return children.length || !match ? { key, path, children, array: Array.isArray(value) } : null;
     }

@@ -14,11 +14,11 @@ import {
 const CONFIG = { algorithm: 'grpo', lr: 1e-6, optim: { name: 'adamw', betas: [0.9, 0.95], eps: null },
   data: { envs: ['countdown', 'math'], shuffle: true }, empty: {} };
 
-test('a config flattens to its leaves with readable paths and values', () => {
+test('a config flattens to its leaves with readable paths and values, keys sorted', () => {
   assert.deepEqual(flattenConfig(CONFIG).map((l) => [l.path, l.text]), [
-    ['algorithm', 'grpo'], ['lr', '0.000001'], ['optim.name', 'adamw'], ['optim.betas[0]', '0.9'],
-    ['optim.betas[1]', '0.95'], ['optim.eps', 'null'], ['data.envs[0]', 'countdown'], ['data.envs[1]', 'math'],
-    ['data.shuffle', 'true'], ['empty', '{}']]);
+    ['algorithm', 'grpo'], ['data.envs[0]', 'countdown'], ['data.envs[1]', 'math'], ['data.shuffle', 'true'],
+    ['empty', '{}'], ['lr', '0.000001'], ['optim.betas[0]', '0.9'], ['optim.betas[1]', '0.95'],
+    ['optim.eps', 'null'], ['optim.name', 'adamw']]);
   assert.deepEqual(flattenConfig(null), []);
   assert.equal(formatValue('a "b"'), 'a "b"');
 });
@@ -37,7 +37,7 @@ test('a config search keeps matching leaves and their parents, by path or value'
 test('configs side by side: every key once, differences marked, absent keys differ', () => {
   const rows = diffConfigs([{ lr: 1e-6, seed: 1, optim: { name: 'adamw' } },
     { lr: 2e-6, seed: 1, optim: { name: 'adamw' }, extra: 'x' }, { lr: 1e-6, seed: 1, optim: { name: 'adamw' } }]);
-  assert.deepEqual(rows.map((r) => [r.path, r.differs]), [['lr', true], ['seed', false], ['optim.name', false], ['extra', true]]);
+  assert.deepEqual(rows.map((r) => [r.path, r.differs]), [['lr', true], ['optim.name', false], ['seed', false], ['extra', true]]);
   assert.deepEqual(rows.at(-1).values, [undefined, 'x', undefined]);
   assert.deepEqual(diffConfigs([null, null]), []);
 });
