@@ -10,7 +10,7 @@ import { HINT_RULES } from '../../static/js/health.js';
 import { specRows } from './fixtures/spec_keys.mjs';
 import { describe, hintsFor, RECORDS, tooltip } from '../../static/js/registry.js';
 
-// The seeds live beside the repository (/work/shared/spec); TELESCOPE_SPEC_DIR points elsewhere.
+// The seeds live beside the repository (../shared/spec from its root); TELESCOPE_SPEC_DIR points elsewhere.
 const SPEC_DIR = process.env.TELESCOPE_SPEC_DIR
   ?? fileURLToPath(new URL('../../../shared/spec/', import.meta.url));
 const SPECS = ['telescope-metrics.md', 'posttrain-metrics-reference.md'];
