@@ -7,6 +7,11 @@ PORT ?= 8000
 
 .PHONY: run test test-python test-js lint bench clean
 
+# Front-end libraries (package.json: SortableJS), served with the static files.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 $(VENV)/.server: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -22,7 +27,7 @@ $(VENV)/.dev: pyproject.toml
 # The server, and beside it a live demo run (telescope_ui/live_demo.py; LIVE_DEMO=0: none) that
 # watches the server's pid: `exec` makes the shell's pid the server's, so Ctrl-C stops both.
 LIVE_DEMO ?= 1
-run: $(VENV)/.server
+run: $(VENV)/.server node_modules/.installed
 	$(PY) manage.py migrate -v 0
 	$(PY) manage.py demo --if-empty
 	@if [ "$(LIVE_DEMO)" = 1 ]; then \
@@ -32,7 +37,7 @@ run: $(VENV)/.server
 
 test: test-js test-python
 
-test-python: $(VENV)/.dev
+test-python: $(VENV)/.dev node_modules/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-js:
@@ -40,6 +45,7 @@ test-js:
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.dev
 	$(PY) bench/ingest.py

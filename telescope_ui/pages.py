@@ -101,6 +101,11 @@ STATIC_TYPES = {
 }
 
 
+# SortableJS (package.json, `npm ci`), served as /static/vendor/sortablejs/sortable.esm.js.
+VENDOR_PREFIX = "vendor/sortablejs/"
+VENDOR_DIR = settings.BASE_DIR / "node_modules" / "sortablejs" / "modular"
+
+
 @functools.lru_cache(maxsize=256)
 def _static_bytes(path: Path, mtime_ns: int) -> tuple[bytes, bytes, str]:
     raw = path.read_bytes()
@@ -113,6 +118,8 @@ async def static_asset(request: HttpRequest, name: str) -> HttpResponse:
     by ETag on every load so a deploy is picked up at once (no build step, no hashed names).
     Async: a page loads some twenty of them at once, and they need no thread of their own."""
     root = (settings.ASSETS_DIR / "static").resolve()
+    if name.startswith(VENDOR_PREFIX):  # front-end libraries installed by npm (package.json)
+        root, name = VENDOR_DIR.resolve(), name.removeprefix(VENDOR_PREFIX)
     path = (root / name).resolve()
     content_type = STATIC_TYPES.get(path.suffix)
     if content_type is None or not path.is_relative_to(root) or not path.is_file():
