@@ -38,7 +38,7 @@ def _imported_modules(entry: str) -> list[str]:
 # discovering them import by import.
 METRICS_MODULES = _imported_modules("metrics.js")
 # Its style sheets beside the site's app.css: one per feature of the charts.
-METRICS_STYLESHEETS = [f"css/{name}.css" for name in ("charts", "heatmap", "health")]
+METRICS_STYLESHEETS = [f"css/{name}.css" for name in ("charts", "heatmap", "health", "custom")]
 
 
 @require_GET
