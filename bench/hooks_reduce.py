@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.live_server import free_port  # noqa: E402
-from trainer_hooks.specs import MetricSpec, Reduce  # noqa: E402
+from trainer_hooks.metrics.specs import MetricSpec, Reduce  # noqa: E402
 
 COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "barrier", "gather", "scatter")
 
@@ -57,8 +57,8 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace, out: Any)
     import torch
     import torch.distributed as dist
 
-    from trainer_hooks.reduce import reduce_window
-    from trainer_hooks.window import StepWindow
+    from trainer_hooks.metrics.reduce import reduce_window
+    from trainer_hooks.metrics.window import StepWindow
 
     dist.init_process_group(
         "gloo",
@@ -129,8 +129,8 @@ def count_collectives(dist: Any) -> dict[str, int]:
 
 def row_lengths(specs: list[MetricSpec]) -> tuple[int, int]:
     """(row length reduce_window sends per rank, header + MAX part of it)."""
-    from trainer_hooks.reduce import _HEADER, _layout
-    from trainer_hooks.specs import spec_set
+    from trainer_hooks.metrics.reduce import _HEADER, _layout
+    from trainer_hooks.metrics.specs import spec_set
 
     layout = _layout(spec_set(specs))
     return layout.width, _HEADER + layout.last_start - layout.max_start
@@ -138,8 +138,8 @@ def row_lengths(specs: list[MetricSpec]) -> tuple[int, int]:
 
 def local_overhead(args: argparse.Namespace) -> float:
     """Median ms of reduce_window without a process group: encoding, decoding, no collective."""
-    from trainer_hooks.reduce import reduce_window
-    from trainer_hooks.window import StepWindow
+    from trainer_hooks.metrics.reduce import reduce_window
+    from trainer_hooks.metrics.window import StepWindow
 
     specs = declarations(args.keys)
     times = []

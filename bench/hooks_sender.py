@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.live_server import LiveServer, ServerState, free_port  # noqa: E402
 from trainer_hooks import connect  # noqa: E402
-from trainer_hooks.sender import Client  # noqa: E402
+from trainer_hooks.transport.client import Client  # noqa: E402
 
 TARGET_US = 50.0
 

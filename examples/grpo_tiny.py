@@ -37,16 +37,16 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 from trainer_hooks import MetricSpec, Reduce, RewardResult, StepWindow, connect  # noqa: E402
-from trainer_hooks.adapter import GRPO_REWARD_SPECS  # noqa: E402
-from trainer_hooks.formulas import (  # noqa: E402
+from trainer_hooks.metrics.adapter import GRPO_REWARD_SPECS  # noqa: E402
+from trainer_hooks.metrics.formulas import (  # noqa: E402
     group_advantages,
     group_report,
     kl_divergence_inference,
     token_entropy,
 )
-from trainer_hooks.reduce import reduce_window  # noqa: E402
+from trainer_hooks.metrics.reduce import reduce_window  # noqa: E402
+from trainer_hooks.metrics.timing import Timeline  # noqa: E402
 from trainer_hooks.rewards import RewardRecorder  # noqa: E402
-from trainer_hooks.timing import Timeline  # noqa: E402
 
 EOS, BOS, VOCAB, MAX_LEN = 10, 11, 11, 3  # tokens 0-9 are digits; BOS is only ever an input
 OPERANDS = 5  # a, b in 0..4

@@ -24,7 +24,7 @@ from ingest import categorical
 from ingest.runs import resolve_run
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, publish_series_pks
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 MIN_GROUP = 2  # fewer consecutive step messages gain nothing over the one-by-one path
 

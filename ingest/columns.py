@@ -16,12 +16,12 @@ import msgpack
 import numpy as np
 
 from ingest.samples import DISCARD_NAMES, StepSamples
-from trainer_hooks.protocol import Samples
+from trainer_hooks.wire.protocol import NUMBER_COLUMNS as FLOAT_COLUMNS
+from trainer_hooks.wire.protocol import STRING_COLUMNS, Samples
 
-FLOAT_COLUMNS = ("reward", "advantage", "prompt_tokens", "completion_tokens",
-                 "off_policy_steps", "time")
-# Ids are integers or strings (the wire allows both); the others are always strings.
-STRING_COLUMNS = ("sample_id", "group_id", "env", "stop_reason", "discard_reason")
+# The columns by kind, from the wire's sample column table (`trainer_hooks.wire.columns`):
+# FLOAT_COLUMNS stored as raw float64, STRING_COLUMNS dictionary-encoded (ids that are all
+# integers, which the wire allows, as int64).
 
 
 def _dictionaries(s: Samples) -> dict[str, tuple[np.ndarray, np.ndarray]]:

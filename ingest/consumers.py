@@ -15,7 +15,7 @@ from ingest import auth, broadcast, renormalize
 from ingest.materialize import MATERIALIZER, behind, still_behind
 from ingest.service import handle_frame
 from ingest.store import Outcome
-from trainer_hooks.protocol import ProtocolError
+from trainer_hooks.wire.protocol import ProtocolError
 
 CLOSE_BAD_TOKEN = 4401
 CLOSE_TOO_LARGE = 4413

@@ -22,7 +22,7 @@ from django.db import IntegrityError, connection, models, transaction
 from ingest import broadcast
 from ingest.models import Run
 from ingest.store import Outcome, run_info
-from trainer_hooks.protocol import ProtocolError, check_key
+from trainer_hooks.wire.protocol import ProtocolError, check_key
 
 log = logging.getLogger(__name__)
 MAX_NOTES_CHARS = 20_000

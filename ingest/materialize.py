@@ -1,4 +1,4 @@
-"""Materialize per-step aggregates from raw samples, off the ack path (and compact series).
+"""Materialize per-step aggregates from raw samples, off the ack path (and compact points).
 
 Ingest stores a samples batch and marks its step dirty in the same transaction, then acks. The
 materializer recomputes each dirty step from all of its committed batches (so the result is
@@ -24,9 +24,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection, transaction
 
-from ingest import broadcast, renormalize
+from ingest import broadcast, pointstore, renormalize
 from ingest.aggregate import Table, aggregate_blobs
-from ingest.compact import compact_run
 from ingest.models import Run, Series
 from ingest.normalize import Observed
 from ingest.observed import observed_ranges
@@ -288,14 +287,15 @@ def still_behind(run_id: int, snapshot: dict[int, int]) -> int:
 
 
 def compact(run_id: int) -> None:
-    while compact_run(run_id):
+    """Fold the run's point blocks into chunks while enough of them wait (ingest.pointstore)."""
+    while pointstore.compact(run_id):
         pass
 
 
 def materialize_all(run_id: int | None = None, max_passes: int = MAX_PASSES,
                     progress: Callable[[int, int], None] | None = None) -> list[Outcome]:
-    """Materialize until nothing is dirty (for one run, or all runs), then compact the
-    snapshots of series that need it. `progress(run_id, steps_left)` is called after every
+    """Materialize until nothing is dirty (for one run, or all runs), then compact the run's
+    points if due. `progress(run_id, steps_left)` is called after every
     pass."""
     outcomes = []
     if run_id is not None:

@@ -1,7 +1,8 @@
 """Storage: projects and tokens, runs and their environments, series and points, raw samples.
 
 Points are the materialized per-step values of every series (trainer step keys and the derived
-sample families); reads never touch raw samples. Raw samples are kept per (message, step) as one
+sample families), stored packed: one block per commit, folded into per-series chunks (see
+ingest.pointstore); reads never touch raw samples. Raw samples are kept per (message, step) as one
 compact columnar blob so a step's aggregates can be recomputed exactly and samples inspected.
 """
 
@@ -55,6 +56,11 @@ class Run(models.Model):
     renormalize_at = models.FloatField(null=True)
     # Bumped by every commit that changes points; points carry the seq that last wrote them.
     seq = models.BigIntegerField(default=0)
+    # The point store (ingest.pointstore): chunks hold every point with seq ≤ chunked_seq;
+    # blocks with seq > replay_seq are kept; `uncompacted` points wait in blocks.
+    chunked_seq = models.BigIntegerField(default=0, db_default=0)
+    replay_seq = models.BigIntegerField(default=0, db_default=0)
+    uncompacted = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [
@@ -135,12 +141,9 @@ class Series(models.Model):
     nonfinite_count = models.BigIntegerField(default=0)
     # A step key whose values are strings: points hold codes into its SeriesCategory rows.
     categorical = models.BooleanField(default=False)
-    # Points written to it since its last snapshot (see ingest.compact).
-    pending = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "sid"], name="series_unique_sid")]
-        indexes = [models.Index(fields=["run", "pending"], name="series_run_pending")]
 
 
 class SeriesCategory(models.Model):
@@ -157,35 +160,33 @@ class SeriesCategory(models.Model):
         ]
 
 
-class SeriesSnapshot(models.Model):
-    """All points of a series with seq ≤ `seq`, packed as arrays, so a cold read is a few
-    blobs plus the points written since. Derived data: rebuilt by compaction at any time."""
-
-    series = models.OneToOneField(Series, on_delete=models.CASCADE, primary_key=True)
-    seq = models.BigIntegerField()
-    n = models.IntegerField()
-    data = models.BinaryField()  # int64 steps, float64 times, float64 values (little-endian)
-
-
-class Point(models.Model):
-    """The value of a series at a step. A null value is a tombstone (the point was withdrawn),
-    kept so incremental readers see the change by seq."""
+class PointBlock(models.Model):
+    """The points one commit wrote to a run, packed (see ingest.pointstore): int64 series pks,
+    int64 steps, float64 times, float64 values (NaN: withdrawn), little-endian, n of each."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
-    series = models.ForeignKey(Series, on_delete=models.CASCADE, db_index=False)
-    step = models.BigIntegerField()
-    time = models.FloatField()
-    value = models.FloatField(null=True)
     seq = models.BigIntegerField()
+    n = models.IntegerField()
+    data = models.BinaryField()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["series", "step"], name="point_unique_step")
-        ]
-        indexes = [
-            models.Index(fields=["run", "seq"], name="point_run_seq"),
-            models.Index(fields=["series", "seq"], name="point_series_seq"),
-        ]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="pointblock_seq")]
+
+
+class SeriesChunk(models.Model):
+    """Points of one series over steps first_step..last_step (at most pointstore.CHUNK_POINTS),
+    folded from blocks by compaction: int64 steps, float64 times, float64 values."""
+
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, db_index=False)
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    n = models.IntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["series", "first_step"],
+                                               name="serieschunk_first_step")]
+        indexes = [models.Index(fields=["series", "last_step"], name="serieschunk_last_step")]
 
 
 class StepState(models.Model):

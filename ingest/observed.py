@@ -13,7 +13,7 @@ from django.db import connection
 
 from ingest.normalize import Observed, bound, observed_in
 from ingest.samples import EnvRanges
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 
 def observed_ranges(run_id: int) -> Observed:

@@ -1,8 +1,9 @@
 """Reads: the catalog, series with effective ranges, and points changed since a seq.
 
-Series arrays are served from a per-process cache that is refreshed incrementally: every point
-carries the run seq of the commit that last wrote it, so a reader fetches only the points whose
-seq is above what it has. Any server process can serve any run; the database stays the truth.
+Series arrays are served from a per-process cache that is refreshed incrementally: every commit's
+points are one block carrying the run seq of that commit (ingest.pointstore), so a reader
+fetches only the blocks whose seq is above what it has. Any server process can serve any run;
+the database stays the truth.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
-from ingest import categorical
-from ingest.compact import Arrays, group_rows, load, merge
+from ingest import categorical, pointstore
 from ingest.downsample import clip_steps, downsample
 from ingest.models import Environment, Run, Series
 from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.normalize import Observed, bound
 from ingest.observed import observed_ranges
+from ingest.pointstore import Arrays, merge
 from ingest.samples import EnvRanges
 from ingest.store import catalog_entry, env_ranges, run_info
 
@@ -39,35 +40,38 @@ class SeriesCache:
 
     def get(self, run_id: int, pks: list[int]) -> tuple[int, dict[int, Arrays]]:
         """The run's seq and the arrays of the given series, current as of at least it."""
-        with self.lock:
-            seq = run_seq(run_id)
-            self._refresh(run_id, seq)
+        with self.lock, pointstore.consistent():
+            at = pointstore.marks(run_id)
+            self._refresh(run_id, at)
             missing = [pk for pk in pks if (run_id, pk) not in self.arrays]
             if missing:
-                for pk, arrays in load(missing).items():
+                for pk, arrays in pointstore.load(run_id, missing, at).items():
                     self._put((run_id, pk), arrays)
             out = {}
             for pk in pks:
                 self.arrays.move_to_end((run_id, pk))
                 out[pk] = self.arrays[(run_id, pk)]
             self._evict(keep=set(pks))
-            return seq, out
+            return at.seq, out
 
-    def _refresh(self, run_id: int, seq: int) -> None:
+    def _refresh(self, run_id: int, at: pointstore.Marks) -> None:
+        """Bring the run's cached series to `at`: the blocks written since, or when those are
+        no longer kept (folded into chunks and dropped), reload them."""
         seen = self.seqs.get(run_id)
-        self.seqs[run_id] = seq
-        if seen is None or seen >= seq:
+        self.seqs[run_id] = at.seq
+        if seen is None or seen >= at.seq:
             return
-        cached = {pk for (r, pk) in self.arrays if r == run_id}
+        cached = [pk for (r, pk) in self.arrays if r == run_id]
         if not cached:
             return
-        with connection.cursor() as cur:
-            cur.execute("SELECT series_id, step, time, value FROM ingest_point"
-                        " WHERE run_id = %s AND seq > %s", [run_id, seen])
-            rows = cur.fetchall()
-        for pk, arrays in group_rows(rows).items():
-            if pk in cached:
-                self._put((run_id, pk), merge(self.arrays[(run_id, pk)], arrays))
+        if seen < at.replay:
+            for pk, arrays in pointstore.load(run_id, cached, at).items():
+                self._put((run_id, pk), arrays)
+            return
+        recent = pointstore.blocks(run_id, seen, at.seq)
+        assert recent is not None
+        for pk, arrays in recent.only(cached).by_series().items():
+            self._put((run_id, pk), merge(self.arrays[(run_id, pk)], arrays))
 
     def _put(self, key: tuple[int, int], arrays: Arrays) -> None:
         old = self.arrays.get(key)
@@ -205,22 +209,15 @@ def normalization_range(kind: str, key: str, env: str | None,
 
 def changes_since(run_id: int, after_seq: int, limit: int) -> tuple[dict[str, Any], int] | None:
     """Points written after `after_seq` (a withdrawn point has value NaN, sent as null),
-    grouped by series id, and the run's seq; None when more than `limit` points changed (the
-    client should reload instead)."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT seq FROM ingest_run WHERE id = %s", [run_id])
-        seq = cur.fetchone()[0]
-        cur.execute(
-            "SELECT series_id, step, time, value FROM ingest_point WHERE run_id = %s"
-            " AND seq > %s AND seq <= %s LIMIT %s", [run_id, after_seq, seq, limit + 1])
-        rows = cur.fetchall()
-        if len(rows) > limit:
-            return None
-        grouped = group_rows(rows)
-        found = Series.objects.filter(pk__in=list(grouped)).values_list("pk", "sid",
-                                                                         "categorical")
-        sids = {pk: sid for pk, sid, _ in found}
-        tables = categorical.texts([pk for pk, _, text in found if text])
+    grouped by series id, and the run's seq; None when more than `limit` points changed or the
+    changes are no longer kept (the client should reload instead)."""
+    found = pointstore.changes(run_id, after_seq, limit)
+    if found is None:
+        return None
+    grouped, seq = found
+    rows = Series.objects.filter(pk__in=list(grouped)).values_list("pk", "sid", "categorical")
+    sids = {pk: sid for pk, sid, _ in rows}
+    tables = categorical.texts([pk for pk, _, text in rows if text])
     points = {sids[pk]: {"step": a[0], "time": a[1],
                          "value": categorical.decode(a[2], tables[pk]) if pk in tables else a[2]}
               for pk, a in grouped.items()}

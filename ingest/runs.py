@@ -30,7 +30,7 @@ from typing import Any
 from django.db import connection
 
 from ingest.models import Run
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 MAX_SUFFIX = 10_000
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from urllib.parse import quote, unquote
 
-from trainer_hooks.protocol import split_key
+from trainer_hooks.wire.protocol import split_key
 
 KINDS = ("step", "reward", "sample", "advantage", "groups", "rollouts", "discarded", "ranges")
 

@@ -14,7 +14,7 @@ from django.db import DataError, transaction
 from ingest import bulk
 from ingest.runs import find_run
 from ingest.store import Outcome, apply_message
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 MAX_BATCH_MESSAGES = 1000
 

@@ -4,7 +4,7 @@
 locked first and its `seq` bumped when points are written, which serializes the writers of one
 run across server processes and numbers their commits for live clients. Samples are stored raw
 and their steps marked dirty; `ingest.materialize` turns them into points. `PointWriter` is the
-one way points are written, here and there.
+one way points are written, here and there: a commit's points as one block (ingest.pointstore).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import numpy as np
 from django.db import connection, transaction
 from django.db.models import F, Q
 
-from ingest import categorical, columns, progress, renormalize, texts
+from ingest import categorical, columns, pointstore, progress, renormalize, texts
 from ingest.models import Environment, Run, Series
 from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.observed import merge_observed
 from ingest.runs import Resolved, resolve_run
 from ingest.samples import EnvRanges, MetricRange
 from ingest.series_ids import placement, series_id
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 # (run_id, sid) -> series pk; filled only after commit so a rolled-back pk never leaks.
 _SERIES_PKS: dict[tuple[int, str], int] = {}
@@ -102,7 +102,8 @@ class PointWriter:
         self.seq = run.seq + 1
         self.points: dict[str, dict[str, list[Any]]] = {}
         self.new_series: list[dict[str, Any]] = []
-        self.rows: list[tuple[Any, ...]] = []
+        self.parts: list[tuple[list[int], list[int], list[float], list[float | None]]] = []
+        self.n = 0  # points to write
         self.run_changed = False
         self.dirty = False
         self.left_out: dict[str, str] = {}  # field -> why (reported in the ack)
@@ -126,8 +127,8 @@ class PointWriter:
         with connection.cursor() as cur:
             cur.executemany(
                 "INSERT INTO ingest_series (run_id, sid, kind, key, stat, env, nonfinite_count,"
-                " pending, categorical)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 0, 0, %s) ON CONFLICT (run_id, sid) DO NOTHING",
+                " categorical)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 0, %s) ON CONFLICT (run_id, sid) DO NOTHING",
                 [(rid, s, *k, categorical) for s, k in missing.items()],
             )
         found = Series.objects.filter(run_id=rid, sid__in=list(missing)).values_list("sid", "pk")
@@ -148,9 +149,8 @@ class PointWriter:
     def add_rows(self, sids: list[str], pks: list[int], steps: list[int], times: list[float],
                  values: list[float | None], shown: list[Any] | None = None) -> None:
         """Points to write, one per (series, step) given."""
-        rid, seq = self.run.pk, self.seq
-        self.rows.extend(zip([rid] * len(pks), pks, steps, times, values, [seq] * len(pks),
-                             strict=True))
+        self.parts.append((pks, steps, times, values))
+        self.n += len(pks)
         for sid, step, t, s in zip(sids, steps, times, shown or values, strict=True):
             pt = self.points.get(sid)
             if pt is None:
@@ -166,39 +166,25 @@ class PointWriter:
             self.run.last_step = step
             self.run_changed = True
 
-    def _count_pending(self, cur: Any) -> None:
-        """Add each series' new points to its count since the last snapshot: one UPDATE per
-        distinct count (usually one: every series of a commit gets as many points)."""
-        pks, counts = np.unique(np.array([row[1] for row in self.rows]), return_counts=True)
-        for count in np.unique(counts).tolist():
-            chosen = pks[counts == count].tolist()
-            cur.execute("UPDATE ingest_series SET pending = pending + %s WHERE id IN ("
-                        + ", ".join(["%s"] * len(chosen)) + ")", [count, *chosen])
-
     def finish(self, msg_id: str, run_created: bool) -> Outcome:
         run = self.run
         run.updated_at = _now()
-        if self.rows:
+        if self.n:
             run.seq = self.seq
-            with connection.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO ingest_point (run_id, series_id, step, time, value, seq)"
-                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (series_id, step) DO UPDATE"
-                    " SET time = excluded.time, value = excluded.value, seq = excluded.seq",
-                    self.rows,
-                )
-                self._count_pending(cur)
+            block = pointstore.Block.concat([pointstore.Block.of(*part) for part in self.parts])
+            pointstore.write(run.pk, run.seq, block)
         with connection.cursor() as cur:
             cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s,"
-                        " step_seconds = %s, last_step_time = %s WHERE id = %s",
+                        " step_seconds = %s, last_step_time = %s, uncompacted = uncompacted + %s"
+                        " WHERE id = %s",
                         [run.seq, run.last_step, run.updated_at, run.step_seconds,
-                         run.last_step_time, run.pk])
+                         run.last_step_time, self.n, run.pk])
         info = run_info(run) if (self.run_changed or run_created) else None
         reply: dict[str, Any] = {"type": "ack", "id": msg_id}
         if self.left_out:
             reply["left_out"] = self.left_out
         return Outcome(reply, run_id=run.pk,
-                       seq=run.seq if self.rows else None, points=self.points,
+                       seq=run.seq if self.n else None, points=self.points,
                        new_series=self.new_series, run=info, dirty=self.dirty)
 
 

@@ -43,7 +43,7 @@ from django.core.signals import setting_changed
 from django.db import DatabaseError, connection, transaction
 
 from ingest import columns
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 log = logging.getLogger(__name__)
 RAW, ZLIB = b"\x00", b"\x01"

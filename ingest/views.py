@@ -15,7 +15,7 @@ from ingest import auth, broadcast
 from ingest.consumers import wait_aggregated
 from ingest.materialize import MATERIALIZER
 from ingest.service import handle_objects
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 
 @csrf_exempt  # bearer-token API, no cookies involved

@@ -1,6 +1,7 @@
 """`telescope`: the dashboard from a pip install (`pip install "telescope-dashboard[server]"`).
 
-    telescope serve [--host H] [--port P] [--data-dir DIR]   migrate, then serve; prints the URL
+    telescope serve [--host H] [--port P] [--data-dir DIR]   migrate, collect the static files
+                                                             (when changed), serve; prints the URL
     telescope token PROJECT                                  a new ingest token (shown once)
     telescope import tensorboard|trackio|wandb PATH --project P [--run NAME]
     telescope demo                                           a synthetic GRPO run to look at
@@ -33,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, help="where the SQLite database and local state "
                    "live (default: $TELESCOPE_DATA_DIR or ~/.local/share/telescope)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve = sub.add_parser("serve", help="migrate the database, then serve the dashboard")
+    serve = sub.add_parser("serve", help="migrate the database, collect the static files into "
+                           "the data directory when they changed, then serve the dashboard")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     token = sub.add_parser("token", help="create an ingest token for PROJECT (shown once)")

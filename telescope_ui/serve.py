@@ -4,6 +4,10 @@ Same as `daphne telescope_ui.asgi:application`, but with daphne's WebSocket mess
 well above our own limit (at least DAPHNE_CAP_BYTES), so an oversized ingest frame reaches the
 consumer and gets our 4413 close, instead of daphne dropping the connection without a close
 code (and with it the replies to the frames before it).
+
+Before serving it brings the static files up to date (`telescope_ui.assets.collect`: a
+`collectstatic` into STATIC_ROOT when a source changed, about 1.5 s; nothing otherwise);
+`--no-collectstatic` serves STATIC_ROOT as it is (collected by the deployment: the Docker image).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 DAPHNE_CAP_BYTES = 32 << 20
@@ -42,11 +47,32 @@ def check_database() -> None:
                  "`python manage.py migrate` first")
 
 
+def check_static(collect: bool, verbosity: int) -> None:
+    """Collect the static files when their sources changed (`collect`), and refuse to start
+    without them: every page links them by their hashed names."""
+    from django.conf import settings
+
+    from telescope_ui import assets
+
+    root = Path(settings.STATIC_ROOT)
+    if collect:
+        try:
+            if assets.collect() and verbosity:
+                print(f"Static files collected into {root}", flush=True)
+        except Exception as exc:  # a source missing, an import that names no file, a full disk
+            sys.exit(f"telescope: cannot collect the static files into {root}: {exc}")
+    elif not (root / "staticfiles.json").is_file():
+        sys.exit(f"telescope: no collected static files in {root}: run "
+                 "`python manage.py collectstatic`, or start without --no-collectstatic")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--verbosity", type=int, default=1)
+    parser.add_argument("--no-collectstatic", dest="collectstatic", action="store_false",
+                        help="serve STATIC_ROOT as collected (do not collect changed sources)")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "telescope_ui.settings")
     os.environ.setdefault("TELESCOPE_AGGREGATE_WORKERS", "1")
@@ -59,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
 
     django.setup()
     check_database()
+    check_static(args.collectstatic, args.verbosity)
     from daphne.server import Server
     from django.conf import settings
 

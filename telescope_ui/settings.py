@@ -153,9 +153,21 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
+# The static pipeline (telescope_ui.assets, docs/architecture.md#static-files): `collectstatic`
+# gathers static/ and the vendor files into STATIC_ROOT under content-hashed names with gzip
+# (and brotli) beside them; ServeStatic serves them in front of Django (telescope_ui.asgi).
+# `python -m telescope_ui.serve` collects when a source changed; TELESCOPE_STATIC_ROOT points
+# elsewhere than the data directory (the Docker image collects at build time).
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [ASSETS_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder",
+                       "telescope_ui.assets.VendorFinder"]
+STATIC_ROOT = Path(os.environ.get("TELESCOPE_STATIC_ROOT") or DATA_DIR / "static").resolve()
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "telescope_ui.assets.StaticStorage"},
+}
+SERVESTATIC_KEEP_ONLY_HASHED_FILES = True
 
 # Ingest limits (PROTOCOL.md §1: 4413 too large, 4429 rate limited).
 # Reads (pages, read API, live updates) from other than loopback need a signed-in user unless

@@ -11,8 +11,6 @@ urlpatterns = [
     path("runs/<int:run_id>", overview.overview_page, name="overview"),
     path("runs/<int:run_id>/metrics", pages.metrics_page, name="metrics"),
     path("runs/<int:run_id>/samples", samples.samples_page, name="samples"),
-    path("static/plotly.min.js", pages.plotly_js, name="plotly"),
-    path("static/<path:name>", pages.static_asset, name="static-asset"),
     path("api/ingest", ingest_views.ingest, name="ingest"),
     path("healthz", api.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -24,4 +22,5 @@ urlpatterns = [
     path("api/runs/<int:run_id>/distribution", api.distribution, name="api-distribution"),
     path("api/runs/<int:run_id>/samples", samples.samples_api, name="api-samples"),
     path("api/runs/<int:run_id>/layout", layouts.layout, name="api-layout"),
+    path("api/runs/<int:run_id>/templates", layouts.templates, name="api-templates"),
 ]

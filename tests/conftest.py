@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live_server import LiveServer, ServerState
+from tests.support.live_server import LiveServer, ServerState, collected_static
 
 CI = os.environ.get("CI", "").lower() == "true"
 PG_URL = os.environ.get("TELESCOPE_SERVICE_PG", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -51,6 +51,26 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     db["CONN_MAX_AGE"] = 0
     if db["ENGINE"].endswith("sqlite3") and not db.setdefault("TEST", {}).get("NAME"):
         db["TEST"]["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
+@pytest.fixture(scope="session")
+def static_root() -> Iterator[Path]:
+    """STATIC_ROOT for in-process requests (pytest-django's test client): the files the live
+    servers serve. Pages link their static files by hashed name, from its manifest."""
+    from django.test import override_settings
+
+    root = collected_static()
+    with override_settings(STATIC_ROOT=root):
+        yield root
+
+
+@pytest.fixture(autouse=True)
+def _static_files_for_pages(request: pytest.FixtureRequest) -> None:
+    """Tests that may render a page (they use the database) get the collected static files;
+    the others do not pay for a collection."""
+    if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(
+            request.fixturenames):
+        request.getfixturevalue("static_root")
 
 
 @pytest.fixture

@@ -14,7 +14,12 @@ from typing import Any
 
 import orjson
 
-from trainer_hooks.protocol import MAX_KEY_CHARS, MAX_METRICS_PER_MESSAGE, ProtocolError, check_key
+from trainer_hooks.wire.protocol import (
+    MAX_KEY_CHARS,
+    MAX_METRICS_PER_MESSAGE,
+    ProtocolError,
+    check_key,
+)
 
 Row = tuple[int, float | None, dict[str, float | bool | None]]  # step, unix time, metrics
 

@@ -1,76 +1,162 @@
-// The Custom view's layout as data: `{charts: [{id, wide, settings}]}` in page order. Pure
-// functions (no DOM), each returning a new chart list; tested with `node --test`.
+// The Custom view's layout as data, format version 2: a dashboard holds sections (named,
+// collapsible); a section holds plots and groups (named); a group holds plots; a plot draws
+// one or more series, each on the left or right y axis, or `auto` (its own side when its scale
+// differs). Pure functions, no DOM; tested with `node --test`. Edits: custom_ops.js.
+//
+//   {version: 2, sections: [{id, title, collapsed, items: [plot | group]}]}
+//   plot  {type: 'plot', id, title, wide, settings, series: [{id: series id, axis}]}
+//   group {type: 'group', id, title, plots: [plot]}
+//
+// Version 1 (saved before version 2): {charts: [{id, wide, settings}]}, one chart per series,
+// migrates to one section "Charts" of one-series plots. The server (telescope_ui/layouts.py)
+// checks the same shape and limits field by field and migrates what it stored as version 1.
 
-export const MAX_CHARTS = 300;
+export const VERSION = 2;
+export const LIMITS = Object.freeze({ sections: 50, groups: 200, plots: 300, series: 12, title: 200 });
+export const AXES = ['auto', 'left', 'right'];
+export const MIGRATED_SECTION = 'Charts';
 const BOOL_SETTINGS = ['ignoreOutliers', 'ignoreFirst', 'logY', 'band'];
 const NUMBER_SETTINGS = ['yMin', 'yMax'];
+export const SETTINGS = [...BOOL_SETTINGS, ...NUMBER_SETTINGS];
+const NODE_ID = /^[A-Za-z0-9_-]{1,32}$/;
+const MAX_SERIES_ID = 2000;
 
-/** A layout from the server (or anywhere): bad items are dropped, never fatal. */
-export function normalizeLayout(raw) {
-  const charts = [];
-  const seen = new Set();
-  for (const item of Array.isArray(raw?.charts) ? raw.charts : []) {
-    if (!item || typeof item.id !== 'string' || !item.id || seen.has(item.id)) continue;
-    seen.add(item.id);
-    charts.push({ id: item.id, wide: item.wide === true, settings: cleanSettings(item.settings) });
-    if (charts.length === MAX_CHARTS) break;
+const isObject = (v) => Boolean(v) && typeof v === 'object' && !Array.isArray(v);
+
+/** Any layout (a version 1 one included) in the version 2 shape, not yet checked. */
+export function migrateLayout(raw) {
+  if (!isObject(raw)) return { version: VERSION, sections: [] };
+  if (raw.version === undefined && Array.isArray(raw.charts)) {
+    const items = raw.charts.filter(isObject).map((c, i) => ({
+      type: 'plot', id: `p${i + 1}`, title: '', wide: c.wide === true, settings: c.settings,
+      series: [{ id: c.id, axis: 'auto' }],
+    }));
+    return { version: VERSION, sections: items.length ? [{ id: 's1', title: MIGRATED_SECTION, collapsed: false, items }] : [] };
   }
-  return { charts };
+  return raw;
 }
 
-function cleanSettings(s) {
+/** The chart settings a layout keeps, each checked; anything else is dropped. */
+export function cleanSettings(s) {
   const out = {};
-  if (!s || typeof s !== 'object') return out;
+  if (!isObject(s)) return out;
   for (const k of BOOL_SETTINGS) if (typeof s[k] === 'boolean') out[k] = s[k];
   for (const k of NUMBER_SETTINGS) if (s[k] === null || Number.isFinite(s[k])) out[k] = s[k];
   return out;
 }
 
-/** `id` placed before index `at` (the end by default); an id already there moves instead. */
-export function addChart(charts, id, at = charts.length) {
-  if (charts.some((c) => c.id === id)) return moveChart(charts, id, at);
-  if (charts.length >= MAX_CHARTS) return charts;
-  const out = charts.slice();
-  out.splice(Math.max(0, Math.min(at, out.length)), 0, { id, wide: false, settings: {} });
-  return out;
+export function cleanTitle(t) {
+  // eslint-disable-next-line no-control-regex
+  return typeof t === 'string' ? t.replace(/[\u0000-\u001f\u007f]/g, ' ').trim().slice(0, LIMITS.title) : '';
 }
 
-/** Move `id` so that it lands before the chart now at index `at` (the end when `at` is past it). */
-export function moveChart(charts, id, at) {
-  const from = charts.findIndex((c) => c.id === id);
-  if (from < 0) return charts;
-  const out = charts.slice();
-  const [item] = out.splice(from, 1);
-  const to = Math.max(0, Math.min(at > from ? at - 1 : at, out.length));
-  out.splice(to, 0, item);
-  return out;
-}
-
-export function removeChart(charts, id) {
-  return charts.filter((c) => c.id !== id);
-}
-
-export function setWide(charts, id, wide) {
-  return charts.map((c) => (c.id === id ? { ...c, wide: Boolean(wide) } : c));
-}
-
-/** Store only the settings that differ from the chart's defaults. */
-export function setSettings(charts, id, settings, defaults) {
-  const diff = {};
-  for (const k of [...BOOL_SETTINGS, ...NUMBER_SETTINGS]) {
-    if (k in settings && settings[k] !== defaults[k]) diff[k] = settings[k];
+/**
+ * A layout from the server, a file or anywhere, migrated and checked: what does not fit the
+ * format is dropped (never fatal), repeated or bad node ids are replaced, limits are kept.
+ */
+export function normalizeLayout(raw) {
+  const doc = migrateLayout(raw);
+  const list = (v) => (Array.isArray(v) ? v : []);
+  const valid = (id) => typeof id === 'string' && NODE_ID.test(id);
+  const reserved = new Set(); // every good id, so that a fresh one never takes a later node's
+  for (const s of list(doc.sections)) {
+    for (const n of [s, ...list(s?.items), ...list(s?.items).flatMap((it) => list(it?.plots))]) {
+      if (valid(n?.id)) reserved.add(n.id);
+    }
   }
-  return charts.map((c) => (c.id === id ? { ...c, settings: diff } : c));
+  const ids = new Set();
+  const fix = (id, prefix) => {
+    let out = valid(id) && !ids.has(id) ? id : null;
+    for (let n = 1; !out; n++) if (!ids.has(`${prefix}${n}`) && !reserved.has(`${prefix}${n}`)) out = `${prefix}${n}`;
+    ids.add(out);
+    return out;
+  };
+  const count = { groups: 0, plots: 0 };
+  const plot = (p) => {
+    if (!isObject(p) || p.type !== 'plot' || count.plots >= LIMITS.plots) return null;
+    const seen = new Set();
+    const series = [];
+    for (const s of list(p.series)) {
+      if (!isObject(s) || typeof s.id !== 'string' || !s.id || s.id.length > MAX_SERIES_ID || seen.has(s.id)) continue;
+      seen.add(s.id);
+      series.push({ id: s.id, axis: AXES.includes(s.axis) ? s.axis : 'auto' });
+      if (series.length === LIMITS.series) break;
+    }
+    if (!series.length) return null;
+    count.plots++;
+    return { type: 'plot', id: fix(p.id, 'p'), title: cleanTitle(p.title), wide: p.wide === true,
+      settings: cleanSettings(p.settings), series };
+  };
+  const group = (g) => {
+    if (count.groups >= LIMITS.groups) return null;
+    count.groups++;
+    return { type: 'group', id: fix(g.id, 'g'), title: cleanTitle(g.title),
+      plots: list(g.plots).map(plot).filter(Boolean) };
+  };
+  const sections = [];
+  for (const s of list(doc.sections)) {
+    if (!isObject(s) || sections.length === LIMITS.sections) continue;
+    const id = fix(s.id, 's');
+    const items = list(s.items).map((it) => (isObject(it) && it.type === 'group' ? group(it) : plot(it))).filter(Boolean);
+    sections.push({ id, title: cleanTitle(s.title), collapsed: s.collapsed === true, items });
+  }
+  return { version: VERSION, sections };
+}
+
+/** Every plot in page order, with where it sits: [{plot, section, group|null}]. */
+export function plotsOf(layout) {
+  const out = [];
+  for (const section of layout.sections) {
+    for (const item of section.items) {
+      if (item.type === 'group') for (const plot of item.plots) out.push({ plot, section, group: item });
+      else out.push({ plot: item, section, group: null });
+    }
+  }
+  return out;
+}
+
+/** Every node id in use (sections, groups, plots). */
+export function nodeIds(layout) {
+  const ids = new Set();
+  for (const s of layout.sections) {
+    ids.add(s.id);
+    for (const it of s.items) {
+      ids.add(it.id);
+      if (it.type === 'group') for (const p of it.plots) ids.add(p.id);
+    }
+  }
+  return ids;
+}
+
+/** A fresh node id: `prefix` and the first number no node of the layout (or `taken`) has. */
+export function nextId(layout, prefix, taken = new Set()) {
+  const used = nodeIds(layout);
+  for (let n = 1; ; n++) {
+    const id = `${prefix}${n}`;
+    if (!used.has(id) && !taken.has(id)) return id;
+  }
+}
+
+/** How many sections, groups and plots a layout holds. */
+export function countNodes(layout) {
+  let groups = 0;
+  for (const s of layout.sections) for (const it of s.items) if (it.type === 'group') groups++;
+  return { sections: layout.sections.length, groups, plots: plotsOf(layout).length };
 }
 
 /** A readable name for a series id (`kind|key|stat|env`, each part percent-encoded). */
 export function labelOfId(id) {
-  const [kind, key, stat, env] = id.split('|').map((p) => {
+  const [kind, key, stat, env] = parseId(id);
+  return [key || id, kind === 'step' ? '' : stat, env ? `(${env})` : ''].filter(Boolean).join(' ');
+}
+
+/** The parts of a series id: [kind, key, stat, env] ('' for an empty part). */
+export function parseId(id) {
+  return String(id).split('|').map((p) => {
     try {
       return decodeURIComponent(p);
     } catch {
       return p;
     }
   });
-  return [key || id, kind === 'step' ? '' : stat, env ? `(${env})` : ''].filter(Boolean).join(' ');
 }

@@ -9,7 +9,7 @@ from ingest.materialize import STEPS_PER_PASS
 from ingest.series_ids import series_id
 from tests.browser.conftest import wait_chart
 from tests.browser.test_metrics_page import open_metrics
-from trainer_hooks.protocol import MAX_STEPS_PER_MESSAGE
+from trainer_hooks.wire.protocol import MAX_STEPS_PER_MESSAGE
 
 pytestmark = pytest.mark.browser
 

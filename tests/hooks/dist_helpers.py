@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.live_server import free_port
-from trainer_hooks.specs import MetricSpec, Reduce
+from trainer_hooks.metrics.specs import MetricSpec, Reduce
 
 Chunk = dict[str, list[float]]
 R = Reduce

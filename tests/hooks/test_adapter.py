@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer_hooks.adapter import (
+from trainer_hooks.metrics.adapter import (
     GRPO_ADAPTER,
     GRPO_REWARD_SPECS,
     OPTIMIZER_OUTCOME_SPECS,
@@ -13,9 +13,9 @@ from trainer_hooks.adapter import (
     MetricAdapter,
     grpo_specs,
 )
-from trainer_hooks.reduce import reduce_window
-from trainer_hooks.specs import MetricSpec, Reduce, spec_set
-from trainer_hooks.window import StepWindow
+from trainer_hooks.metrics.reduce import reduce_window
+from trainer_hooks.metrics.specs import MetricSpec, Reduce, spec_set
+from trainer_hooks.metrics.window import StepWindow
 
 R = Reduce
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer_hooks.formulas import (
+from trainer_hooks.metrics.formulas import (
     Weighted,
     clip_stats,
     group_advantages,
@@ -18,9 +18,9 @@ from trainer_hooks.formulas import (
     logprob_gap,
     token_entropy,
 )
-from trainer_hooks.reduce import reduce_window
-from trainer_hooks.specs import MetricSpec, Reduce
-from trainer_hooks.window import StepWindow
+from trainer_hooks.metrics.reduce import reduce_window
+from trainer_hooks.metrics.specs import MetricSpec, Reduce
+from trainer_hooks.metrics.window import StepWindow
 
 
 def test_uniform_distribution_has_entropy_log_v() -> None:

@@ -23,7 +23,7 @@ from tests.hooks.dist_helpers import (
     oracle,
     run_world,
 )
-from trainer_hooks.specs import MetricSpec, Reduce
+from trainer_hooks.metrics.specs import MetricSpec, Reduce
 
 pytestmark = pytest.mark.distributed
 
@@ -277,8 +277,8 @@ def world_main(rank: int, world: int) -> dict[str, Any]:
     """Runs in every spawned rank: each scenario, then the mismatch cases."""
     import torch.distributed as dist
 
-    from trainer_hooks.reduce import reduce_window
-    from trainer_hooks.window import StepWindow
+    from trainer_hooks.metrics.reduce import reduce_window
+    from trainer_hooks.metrics.window import StepWindow
 
     counts = install_collective_spy(dist)
     sub = dist.new_group([0, world - 1])  # every rank must take part in creating it

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from trainer_hooks.timing import TIMELINE_OPS, Timeline
+from trainer_hooks.metrics.timing import TIMELINE_OPS, Timeline
 
 
 class FakeClock:

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer_hooks.reduce import reduce_window
-from trainer_hooks.specs import MetricSpec, Reduce, spec_set
-from trainer_hooks.window import StepWindow, UnknownMetricError
+from trainer_hooks.metrics.reduce import reduce_window
+from trainer_hooks.metrics.specs import MetricSpec, Reduce, spec_set
+from trainer_hooks.metrics.window import StepWindow, UnknownMetricError
 
 R = Reduce
 SPECS = (
@@ -268,7 +268,8 @@ def test_the_window_path_never_imports_torch() -> None:
         """
         import sys
         from trainer_hooks import MetricSpec, Reduce, StepWindow, reduce_window
-        import trainer_hooks.adapter, trainer_hooks.formulas, trainer_hooks.timing
+        import trainer_hooks.metrics.adapter, trainer_hooks.metrics.formulas
+        import trainer_hooks.metrics.timing
         w = StepWindow([MetricSpec("a", Reduce.MEAN)])
         w.add("a", 1.0)
         assert reduce_window(w) == {"a": 1.0}

@@ -15,7 +15,7 @@ from ingest.series_ids import series_id
 from tests.hooks_sender.test_sender_live import get, run_id, series, stored_samples
 from tests.support.live_server import LiveServer, ServerState, free_port
 from trainer_hooks import connect
-from trainer_hooks.sender import Client
+from trainer_hooks.transport.client import Client
 
 STEPS, SAMPLES = 20, 64
 
@@ -99,11 +99,10 @@ def test_a_resumed_process_does_not_store_its_re_logged_samples_twice(
 def stored_points(state: ServerState, run: str, key: str) -> dict[str, float]:
     script = (
         "import json\n"
-        "from django.db.models import Count, Sum\n"
-        "from ingest.models import Point\n"
-        f"q = Point.objects.filter(run__name={run!r}, series__kind='step', series__key={key!r})"
-        "\nprint(json.dumps(q.aggregate(n=Count('id'), steps=Count('step', distinct=True),"
-        " total=Sum('value'))))\n")
+        "from tests.support.points import point_rows\n"
+        f"v = [r for r in point_rows(name={run!r}) if (r.kind, r.key) == ('step', {key!r})]\n"
+        "print(json.dumps({'n': len(v), 'steps': len({r.step for r in v}),"
+        " 'total': sum(r.value for r in v) if v else None}))\n")
     return json.loads(state.manage("shell", "-c", script).strip().splitlines()[-1])
 
 

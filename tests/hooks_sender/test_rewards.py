@@ -11,9 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trainer_hooks import protocol as p
-from trainer_hooks.batching import SampleBatcher, build_fields
-from trainer_hooks.envconfig import environment_declarations
 from trainer_hooks.rewards import (
     RewardRecorder,
     RewardResult,
@@ -22,7 +19,10 @@ from trainer_hooks.rewards import (
     results_to_columns,
     tool_metrics,
 )
-from trainer_hooks.sample_columns import SampleError, make_chunk
+from trainer_hooks.rewards.ranges import environment_declarations
+from trainer_hooks.transport.batching import SampleBatcher, build_fields
+from trainer_hooks.transport.samples import SampleError, make_chunk
+from trainer_hooks.wire import protocol as p
 
 
 class FakeClient:

@@ -21,9 +21,9 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
 from tests.support.live_server import free_port
-from trainer_hooks import protocol as p
 from trainer_hooks.rewards import RewardResult
-from trainer_hooks.sender import Client, connect, ingest_url
+from trainer_hooks.transport.client import Client, connect, ingest_url
+from trainer_hooks.wire import protocol as p
 
 
 def offline(tmp_path: Path, url: str | None = None, **options: Any) -> Client:
@@ -435,19 +435,17 @@ def test_a_failing_outbox_file_falls_back_to_memory(tmp_path: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     with ScriptedServer(lambda m, n: "ack") as server, caplog.at_level(logging.ERROR):
         c = connect(server.url, "tok", "r", spool_dir=tmp_path)
-        engine = c._engine
-        real_append = engine.spool.append  # type: ignore[union-attr]
-
-        def broken(messages: Any) -> int:
-            raise sqlite3.OperationalError("database or disk is full")
-
-        engine.spool.append = broken  # type: ignore[union-attr, method-assign]
-        for step in range(5):
+        assert c.flush(10)  # run.start stored: the outbox is idle
+        # a full disk, for real: SQLite may not grow the sender's outbox file by one page
+        outbox_db = c._engine.outbox._db  # type: ignore[union-attr]
+        pages = outbox_db.execute("PRAGMA page_count").fetchone()[0]
+        outbox_db.execute(f"PRAGMA max_page_count = {pages}")
+        c.log_step(0, {f"key/{i}": float(i) for i in range(5000)})  # more than a page
+        for step in range(1, 5):
             c.log_step(step, {"a": 1.0})
         assert c.flush(10)
         stats = c.stats
         assert c.close(5)
-        assert real_append is not None
     assert stats["spool_errors"] == 1 and c.spool_path is None
     assert [m["step"] for m in server.received] == list(range(5))
     assert any("continuing in memory only" in r.getMessage() for r in caplog.records)

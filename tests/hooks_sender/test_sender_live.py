@@ -26,8 +26,9 @@ from tests.hooks_sender import trainer_proc
 from tests.support.live_server import LiveServer, ServerState
 from trainer_hooks import connect
 from trainer_hooks.rewards import RewardResult, tool_metrics
-from trainer_hooks.sender import ingest_url
-from trainer_hooks.spool import Outgoing, encode, open_slot, scope_of
+from trainer_hooks.transport.client import ingest_url
+from trainer_hooks.transport.outbox import Outgoing, open_slot, scope_of
+from trainer_hooks.wire.protocol import encode
 
 TRAINER = Path(trainer_proc.__file__)
 

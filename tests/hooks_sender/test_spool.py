@@ -1,5 +1,5 @@
-"""The outbox: order, durability across reopen and SIGKILL, slots and adoption, encoding and
-splitting of refused messages."""
+"""The outbox: order, durability across reopen and SIGKILL, slots and adoption, moving to
+memory when the file fails; the wire encoding and splitting of refused messages."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from trainer_hooks import protocol as p
-from trainer_hooks import spool as sp
-from trainer_hooks.batching import identity_record
-from trainer_hooks.spool import Outgoing, Spool, open_slot
+from trainer_hooks.transport import outbox as sp
+from trainer_hooks.transport.outbox import Outbox, Outgoing, open_slot
+from trainer_hooks.transport.resume import identity_record
+from trainer_hooks.wire import protocol as p
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def out(i: int, step: Any = None, sample_ids: list[Any] | None = None,
 
 
 def test_pending_messages_come_back_in_append_order(tmp_path: Path) -> None:
-    spool = Spool(tmp_path / "a.sqlite")
+    spool = Outbox(tmp_path / "a.sqlite")
     try:
         spool.append([out(3), out(1)])
         spool.append([out(2)])
@@ -50,12 +50,12 @@ def test_pending_messages_come_back_in_append_order(tmp_path: Path) -> None:
 
 
 def test_messages_and_sample_identities_survive_reopening(tmp_path: Path) -> None:
-    spool = Spool(tmp_path / "a.sqlite")
+    spool = Outbox(tmp_path / "a.sqlite")
     assert spool.take_incarnation(False, "inc-1") == "inc-1"
     spool.append([out(1, [5, 6], ["a", 7], env=["x", None]), out(2), out(3, 4, ["b"], "e")])
     spool.delete(["m-1"])  # acknowledged: its samples are still remembered
     spool.close()
-    again = Spool(tmp_path / "a.sqlite")
+    again = Outbox(tmp_path / "a.sqlite")
     try:
         assert [r.msg_id for r in again.pending()] == ["m-2", "m-3"]
         assert again.take_incarnation(True, "inc-2") == "inc-1"  # a resume continues it
@@ -68,7 +68,7 @@ def test_messages_and_sample_identities_survive_reopening(tmp_path: Path) -> Non
         assert set(again.previous_keys(0, 9)) == {5, 6}
     finally:
         again.close()
-    fresh = Spool(tmp_path / "a.sqlite")
+    fresh = Outbox(tmp_path / "a.sqlite")
     try:  # a new experiment (no resume) sees nothing of the earlier one's samples
         assert fresh.take_incarnation(False, "inc-3") == "inc-3"
         assert fresh.prev_max_step is None and fresh.previous_keys(0, 9) == {}
@@ -81,7 +81,7 @@ def test_a_committed_append_survives_sigkill_of_the_writer(tmp_path: Path) -> No
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         import msgpack
-        from trainer_hooks.spool import Outgoing, open_slot
+        from trainer_hooks.transport.outbox import Outgoing, open_slot
         spool = open_slot(__import__("pathlib").Path({str(tmp_path)!r}), "run/1")
         spool.take_incarnation(False, "inc")
         for i in range(50):
@@ -140,6 +140,26 @@ def test_a_new_client_adopts_the_pending_messages_of_dead_slots(tmp_path: Path) 
         last.close()
 
 
+def test_an_outbox_whose_file_fails_goes_on_in_memory_in_the_same_order(tmp_path: Path
+                                                                         ) -> None:
+    outbox = open_slot(tmp_path, "r")
+    try:
+        outbox.append([out(1), out(2), out(3)])
+        sent = outbox.pending(0, 1)  # m-1 is on the wire when the file fails
+        outbox.move_to_memory()
+        assert outbox.path is None and (outbox.rows, outbox.bytes) == (3, 3 * len(b"body-1"))
+        # the same sequence numbers: what was sent is still matched, nothing is sent twice
+        assert [r.msg_id for r in outbox.pending(sent[-1].seq)] == ["m-2", "m-3"]
+        outbox.delete(["m-1", "m-2", "m-3"])  # all acknowledged
+        outbox.append([out(4)])
+        assert [(r.msg_id, r.seq) for r in outbox.pending()] == [("m-4", sent[-1].seq + 3)]
+        other = open_slot(tmp_path, "r")  # the file's slot lock was let go
+        assert other.path is not None and other.path.name == "slot-0.sqlite"
+        other.close()
+    finally:
+        outbox.close()
+
+
 def test_run_names_map_to_distinct_safe_directories() -> None:
     assert sp.run_key("a/b") != sp.run_key("a_b")
     assert "/" not in sp.run_key("../../etc/passwd")
@@ -153,11 +173,11 @@ def test_encoded_messages_decode_to_what_the_server_validates(fmt: str) -> None:
            "sample_id": ["a", "b", "c"], "group_id": [0, 0, 1],
            "reward": np.array([1.0, np.nan, 0.5]), "time": np.array([1.0, 2.0, 3.0]),
            "metrics": {"m": np.array([1.0, 2.0, np.inf])}}
-    body = sp.encode(msg, fmt)
+    body = p.encode(msg, fmt)
     obj = p.decode_frame(body if fmt == "msgpack" else body.decode(), binary=fmt == "msgpack")
     got = p.validate_message(obj)
     assert got.n == 3 and np.isnan(got.reward[1]) and np.isnan(got.metrics["m"][2])
-    assert sp.decode(body, fmt)["sample_id"] == ["a", "b", "c"]
+    assert p.decode(body, fmt)["sample_id"] == ["a", "b", "c"]
 
 
 def test_a_refused_message_splits_into_valid_halves_that_add_up() -> None:
@@ -165,14 +185,14 @@ def test_a_refused_message_splits_into_valid_halves_that_add_up() -> None:
            "sample_id": list("abcde"), "group_id": [0] * 5, "reward": [1.0] * 5,
            "env": "e", "stop_reason": ["length", None, None, "stop", None],
            "metrics": {"m": [1, 2, 3, 4, 5]}}
-    halves = sp.split(msg)
+    halves = p.split(msg)
     assert halves is not None and [h["id"] for h in halves] == ["x-1.0", "x-1.1"]
     got = [p.validate_message(h) for h in halves]
     assert [g.n for g in got] == [2, 3]
     assert got[1].metrics["m"].tolist() == [3, 4, 5] and got[1].step.tolist() == [2, 2, 2]
     step = {"v": 1, "id": "s", "type": "step", "run": "r", "step": 1,
             "metrics": {"a": 1, "b": 2, "c": 3}}
-    halves = sp.split(step)
+    halves = p.split(step)
     assert halves is not None and [h["metrics"] for h in halves] == [{"a": 1}, {"b": 2, "c": 3}]
-    assert sp.split({**step, "metrics": {"a": 1}}) is None
-    assert sp.split({"type": "run.start", "id": "z"}) is None
+    assert p.split({**step, "metrics": {"a": 1}}) is None
+    assert p.split({"type": "run.start", "id": "z"}) is None

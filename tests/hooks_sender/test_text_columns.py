@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 
 from tests.hooks_sender.test_sender import offline, spooled
-from trainer_hooks import protocol as p
-from trainer_hooks import spool
-from trainer_hooks.batching import SampleBatcher, build_fields
 from trainer_hooks.rewards import RewardResult
-from trainer_hooks.sample_columns import keep_per_group, make_chunk
+from trainer_hooks.transport.batching import SampleBatcher, build_fields
+from trainer_hooks.transport.samples import keep_per_group, make_chunk
+from trainer_hooks.wire import protocol as p
 
 
 def chunk(n: int, **columns: Any) -> Any:
@@ -176,7 +175,7 @@ def test_a_refused_message_is_split_with_its_text() -> None:
     msg = {"v": 1, "id": "m", "type": "samples", "run": "r", "step": 0,
            "sample_id": [1, 2, 3], "group_id": [0, 0, 0], "reward": [1, 2, 3],
            "prompt": ["a", "b", "c"], "completion": ["x", None, "z"]}
-    halves = spool.split(msg)
+    halves = p.split(msg)
     assert halves is not None
     assert [h["prompt"] for h in halves] == [["a"], ["b", "c"]]
     assert [h["completion"] for h in halves] == [["x"], [None, "z"]]

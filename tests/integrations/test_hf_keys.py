@@ -7,7 +7,7 @@ import math
 
 from trainer_hooks.integrations.hf_keys import TRL_KEYS, step_metrics, telescope_key
 from trainer_hooks.integrations.hf_rewards import as_text
-from trainer_hooks.protocol import check_key
+from trainer_hooks.wire.protocol import check_key
 
 
 def test_every_mapped_key_is_a_valid_key_and_no_two_trl_keys_collide() -> None:

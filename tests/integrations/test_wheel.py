@@ -1,6 +1,7 @@
 """The wheel a pip user installs: built from the checkout, installed in a fresh venv, started
-with its `telescope` console script; the pages, the front end's files and plotly.min.js must
-come from the installed package, not the checkout.
+with its `telescope` console script; the pages, the front end's files, plotly.min.js and
+SortableJS must come from the installed package (collected into the data directory under
+hashed names at `telescope serve`), not the checkout.
 
 The fresh venv gets the wheel alone (`--no-deps`); the server's dependencies come from this
 test's own venv through a .pth file (no download, and never torch). The wheel's metadata is
@@ -43,7 +44,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build/ would ship files the checkout no longer has."""
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
     shutil.copy(ROOT / "pyproject.toml", src)
-    for folder in (*PACKAGE_ROOTS, "static", "templates"):
+    for folder in (*PACKAGE_ROOTS, "static", "templates", "node_modules/sortablejs"):
         shutil.copytree(ROOT / folder, src / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
@@ -102,6 +103,15 @@ def fetch(url: str) -> tuple[int, bytes, str]:
         return response.status, response.read(), response.headers.get("Content-Type", "")
 
 
+def fetch_static(url: str) -> bytes:
+    """A static file by its hashed name: JavaScript or CSS, cached for good."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        assert response.status == 200
+        assert "immutable" in response.headers["Cache-Control"]
+        assert re.search(r"(javascript|css)", response.headers["Content-Type"])
+        return response.read()
+
+
 def test_the_wheel_holds_the_front_end_and_declares_its_script(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     checkout = {p.relative_to(ROOT / "static").as_posix() for p in (ROOT / "static").rglob("*")
@@ -110,6 +120,7 @@ def test_the_wheel_holds_the_front_end_and_declares_its_script(wheel: Path) -> N
     templates = {p.relative_to(ROOT / "templates").as_posix()
                  for p in (ROOT / "templates").rglob("*.html")}
     assert {f"telescope_ui/templates/{n}" for n in templates} <= names
+    assert "telescope_ui/vendor/sortablejs/sortable.esm.js" in names  # the build step's copy
     packages = {p.parent.relative_to(ROOT).as_posix() for root in PACKAGE_ROOTS
                 for p in (ROOT / root).rglob("__init__.py")}
     missing = {p for p in packages if f"{p}/__init__.py" not in names}
@@ -139,13 +150,21 @@ def test_telescope_serve_serves_pages_and_files_from_the_installed_package(
     assert located.stdout.strip().startswith(str(venv))  # the wheel's copy, not the checkout
     status, page, _ = fetch(url + "/")
     assert status == 200 and b"<html" in page.lower()
-    status, js, kind = fetch(url + "/static/js/runs.js")
-    assert status == 200 and "javascript" in kind
-    assert js == (ROOT / "static" / "js" / "runs.js").read_bytes()
-    status, css, _ = fetch(url + "/static/css/app.css")
-    assert status == 200 and css == (ROOT / "static" / "css" / "app.css").read_bytes()
-    status, plotly, kind = fetch(url + "/static/plotly.min.js")
-    assert status == 200 and "javascript" in kind and len(plotly) > 1_000_000
+    [runs_js] = set(re.findall(rb'/static/js/runs\.[0-9a-f]{12}\.js', page))
+    js = fetch_static(url + runs_js.decode())
+    # Its imports name hashed modules, served beside it.
+    imports = re.findall(rb"""^import [^;]*?["'](\./[^"']+)["']""", js, re.M)
+    assert imports and all(re.fullmatch(rb"\./\w+\.[0-9a-f]{12}\.js", i) for i in imports)
+    for module in imports:
+        fetch_static(url + "/static/js/" + module[2:].decode())
+    [app_css] = re.findall(rb'/static/css/app\.[0-9a-f]{12}\.css', page)
+    assert fetch_static(url + app_css.decode()) == (ROOT / "static/css/app.css").read_bytes()
+    # Collected into the data directory; the vendor files came from the installed packages.
+    paths = json.loads((data / "static" / "staticfiles.json").read_text())["paths"]
+    sortable = fetch_static(f"{url}/static/{paths['vendor/sortablejs/sortable.esm.js']}")
+    assert sortable == (ROOT / "node_modules/sortablejs/modular/sortable.esm.js").read_bytes()
+    plotly = fetch_static(f"{url}/static/{paths['vendor/plotly/plotly.min.js']}")
+    assert len(plotly) > 1_000_000
     assert (data / "telescope.sqlite3").is_file()  # --data-dir, migrated
 
 
@@ -164,6 +183,9 @@ def test_telescope_token_and_demo_fill_the_served_database(
     [run] = json.loads(body)["runs"]
     assert run["name"] == "grpo-demo" and run["last_step"] == 2
     status, page, _ = fetch(url + f"/runs/{run['id']}/metrics")
-    assert status == 200 and b"js/metrics.js" in page  # the Metrics page and its modules
-    for module in re.findall(rb'/static/(js/[\w./-]+\.js)', page):
-        assert fetch(url + "/static/" + module.decode())[0] == 200
+    modules = re.findall(rb'/static/((?:js|vendor)/[\w./-]+\.[0-9a-f]{12}\.js)', page)
+    assert status == 200 and any(m.startswith(b"js/metrics.") for m in modules)
+    for module in modules:  # the Metrics page and its modules
+        fetch_static(url + "/static/" + module.decode())
+    [plotly] = re.findall(rb'id="plotly-src"[^>]* href="(/static/vendor/plotly/[^"]+)"', page)
+    assert len(fetch_static(url + plotly.decode())) > 1_000_000

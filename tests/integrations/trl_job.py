@@ -32,7 +32,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from trainer_hooks import RewardResult  # noqa: E402
 from trainer_hooks.integrations.hf import TelescopeCallback, telescope_reward  # noqa: E402
-from trainer_hooks.sender import Client  # noqa: E402
+from trainer_hooks.transport.client import Client  # noqa: E402
 
 WORDS = ["<pad>", "<eos>", "<unk>", "plus", "is", *(str(d) for d in range(10))]
 SEEN: list[dict[str, Any]] = []  # one record per reward-function call

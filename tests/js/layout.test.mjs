@@ -1,47 +1,80 @@
-// The Custom view's layout operations (static/js/layout.js).
+// The Custom view's layout format (static/js/layout.js): version 2, migration of version 1
+// layouts (what the page saved before sections existed), checks and limits.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { addChart, labelOfId, MAX_CHARTS, moveChart, normalizeLayout, removeChart, setSettings, setWide } from '../../static/js/layout.js';
+import {
+  countNodes, labelOfId, LIMITS, migrateLayout, nextId, normalizeLayout, plotsOf, VERSION,
+} from '../../static/js/layout.js';
 
-const ids = (charts) => charts.map((c) => c.id);
-const three = () => ['a', 'b', 'c'].map((id) => ({ id, wide: false, settings: {} }));
+// A layout as the version before sections saved it (telescope_ui/layouts.py, version 1).
+const V1 = { charts: [
+  { id: 'step|entropy||', wide: true, settings: { logY: true, yMax: 2.5 } },
+  { id: 'reward|reward|mean|countdown', wide: false, settings: {} },
+] };
 
-test('normalizeLayout keeps good items in order and drops bad and repeated ones', () => {
-  const got = normalizeLayout({ charts: [{ id: 'a', wide: true, settings: { logY: true, yMin: 0, bogus: 1, yMax: 'x' } },
-    null, { id: 3 }, { id: '' }, { id: 'a' }, { id: 'b', wide: 'yes' }] });
-  assert.deepEqual(got, { charts: [{ id: 'a', wide: true, settings: { logY: true, yMin: 0 } }, { id: 'b', wide: false, settings: {} }] });
-  assert.deepEqual(normalizeLayout(null), { charts: [] });
-  assert.deepEqual(normalizeLayout({ charts: 'nope' }), { charts: [] });
-  const many = { charts: Array.from({ length: MAX_CHARTS + 5 }, (_, i) => ({ id: `k${i}` })) };
-  assert.equal(normalizeLayout(many).charts.length, MAX_CHARTS);
+const plot = (id, sids, extra = {}) => ({ type: 'plot', id, title: '', wide: false, settings: {},
+  series: sids.map((s) => ({ id: s, axis: 'auto' })), ...extra });
+
+test('a version 1 layout migrates to one section of one-series plots, order and settings kept', () => {
+  const got = normalizeLayout(V1);
+  assert.deepEqual(got, { version: VERSION, sections: [{ id: 's1', title: 'Charts', collapsed: false, items: [
+    plot('p1', ['step|entropy||'], { wide: true, settings: { logY: true, yMax: 2.5 } }),
+    plot('p2', ['reward|reward|mean|countdown']),
+  ] }] });
+  assert.deepEqual(migrateLayout({ charts: [] }), { version: VERSION, sections: [] });
+  assert.deepEqual(normalizeLayout(null), { version: VERSION, sections: [] });
+  // What the server answers is version 2 already: unchanged.
+  assert.deepEqual(normalizeLayout(got), got);
 });
 
-test('addChart inserts before an index, appends by default, and moves an id already there', () => {
-  assert.deepEqual(ids(addChart(three(), 'x')), ['a', 'b', 'c', 'x']);
-  assert.deepEqual(ids(addChart(three(), 'x', 0)), ['x', 'a', 'b', 'c']);
-  assert.deepEqual(ids(addChart(three(), 'x', 99)), ['a', 'b', 'c', 'x']);
-  assert.deepEqual(ids(addChart(three(), 'c', 0)), ['c', 'a', 'b']);
-  const full = Array.from({ length: MAX_CHARTS }, (_, i) => ({ id: `k${i}`, wide: false, settings: {} }));
-  assert.equal(addChart(full, 'extra').length, MAX_CHARTS);
+test('normalizeLayout drops what does not fit and keeps the rest in order', () => {
+  const got = normalizeLayout({ version: 2, sections: [
+    { id: 's1', title: ' Main\u0007 ', collapsed: 'yes', items: [
+      plot('p1', ['a', 'a', 'b'], { settings: { logY: true, bogus: 1, yMin: 'x' }, series: [
+        { id: 'a', axis: 'right' }, { id: 'a', axis: 'left' }, { id: 'b', axis: 'up' }, { id: 5 }] }),
+      { type: 'plot', id: 'p2', series: [] }, // nothing to draw
+      null,
+      { type: 'group', id: 'g1', title: 'G', plots: [plot('p3', ['c']), { type: 'group', id: 'g2', plots: [] }] },
+    ] },
+    'not a section',
+  ] });
+  assert.deepEqual(got.sections, [{ id: 's1', title: 'Main', collapsed: false, items: [
+    { type: 'plot', id: 'p1', title: '', wide: false, settings: { logY: true },
+      series: [{ id: 'a', axis: 'right' }, { id: 'b', axis: 'auto' }] },
+    { type: 'group', id: 'g1', title: 'G', plots: [plot('p3', ['c'])] },
+  ] }]);
 });
 
-test('moveChart lands the chart before the one at the target index', () => {
-  assert.deepEqual(ids(moveChart(three(), 'c', 0)), ['c', 'a', 'b']);
-  assert.deepEqual(ids(moveChart(three(), 'a', 2)), ['b', 'a', 'c']); // before c
-  assert.deepEqual(ids(moveChart(three(), 'a', 3)), ['b', 'c', 'a']); // to the end
-  assert.deepEqual(ids(moveChart(three(), 'b', 1)), ['a', 'b', 'c']); // onto itself
-  assert.deepEqual(ids(moveChart(three(), 'zz', 0)), ['a', 'b', 'c']);
+test('repeated or malformed node ids get fresh ones, never a clash', () => {
+  const got = normalizeLayout({ version: 2, sections: [
+    { id: 's1', items: [plot('p1', ['a']), plot('p1', ['b']), plot('bad id!', ['c'])] },
+    { id: 'p2', items: [] },
+  ] });
+  const ids = [...got.sections.map((s) => s.id), ...plotsOf(got).map((p) => p.plot.id)];
+  assert.equal(new Set(ids).size, ids.length);
+  assert.deepEqual(plotsOf(got).map((p) => p.plot.series[0].id), ['a', 'b', 'c']);
+  assert.equal(got.sections[1].id, 'p2'); // a valid id is kept, whatever its letter
 });
 
-test('remove, wide and settings return new lists and leave the input alone', () => {
-  const before = three();
-  assert.deepEqual(ids(removeChart(before, 'b')), ['a', 'c']);
-  assert.equal(setWide(before, 'b', true)[1].wide, true);
-  const defaults = { ignoreOutliers: false, ignoreFirst: true, logY: false, band: true, yMin: null, yMax: null };
-  const set = setSettings(before, 'a', { ...defaults, logY: true, ignoreFirst: false, yMax: 3 }, defaults);
-  assert.deepEqual(set[0].settings, { ignoreFirst: false, logY: true, yMax: 3 });
-  assert.deepEqual(before, three());
+test('limits: sections, plots (across sections and groups) and series per plot', () => {
+  const many = (n, make) => Array.from({ length: n }, (_, i) => make(i));
+  const wide = normalizeLayout({ version: 2, sections: many(LIMITS.sections + 3, (i) => ({ id: `s${i}`, items: [] })) });
+  assert.equal(wide.sections.length, LIMITS.sections);
+  const full = normalizeLayout({ version: 2, sections: [
+    { id: 's1', items: many(200, (i) => plot(`a${i}`, ['x'])) },
+    { id: 's2', items: [{ type: 'group', id: 'g', plots: many(200, (i) => plot(`b${i}`, ['x'])) }] },
+  ] });
+  assert.equal(countNodes(full).plots, LIMITS.plots);
+  const series = normalizeLayout({ version: 2, sections: [{ id: 's', items: [plot('p', many(20, (i) => `k${i}`))] }] });
+  assert.equal(series.sections[0].items[0].series.length, LIMITS.series);
+});
+
+test('nextId picks the first free number of a prefix', () => {
+  const l = normalizeLayout({ version: 2, sections: [{ id: 's1', items: [plot('p1', ['a']), plot('p3', ['b'])] }] });
+  assert.equal(nextId(l, 'p'), 'p2');
+  assert.equal(nextId(l, 'p', new Set(['p2'])), 'p4');
+  assert.equal(nextId(l, 's'), 's2');
 });
 
 test('labelOfId reads series ids', () => {

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from ingest import bulk
-from ingest.models import Point, Project
+from ingest.models import PointBlock, Project
 from ingest.service import handle_objects
+from tests.support.points import point_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,8 +44,7 @@ def ingest(project: str, grouped: bool, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(bulk, "MIN_GROUP", 2 if grouped else 10**9)
     pid = Project.objects.create(name=project).pk
     replies = [[o.reply for o in handle_objects(pid, frame)] for frame in frames()]
-    points = {(p.run.name, p.series.sid, p.step, p.value)
-              for p in Point.objects.filter(run__project_id=pid).select_related("run", "series")}
+    points = {(p.run_name, p.sid, p.step, p.value) for p in point_rows(project_id=pid)}
     return replies, points
 
 
@@ -67,6 +67,6 @@ def test_a_group_is_one_write_under_one_sequence_number(monkeypatch: pytest.Monk
     frame = [step(s, {"a": float(s), "b": 1.0}, f"m{s}") for s in range(50)]
     outcomes = handle_objects(pid, frame)
     assert [o.reply for o in outcomes] == [{"type": "ack", "id": f"m{s}"} for s in range(50)]
-    seqs = set(Point.objects.filter(run__project_id=pid).values_list("seq", flat=True))
-    assert len(seqs) == 1 and Point.objects.filter(run__project_id=pid).count() == 100
+    blocks = PointBlock.objects.filter(run__project_id=pid)  # one commit: one block
+    assert [b.n for b in blocks] == [100] and len(point_rows(project_id=pid)) == 100
     assert len(outcomes[0].points["step|a||"]["step"]) == 50  # what live pages get

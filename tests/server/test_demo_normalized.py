@@ -8,8 +8,9 @@ import pytest
 from ingest.columns import decode_batch
 from ingest.demo import ENVIRONMENTS, demo_messages
 from ingest.materialize import materialize_all
-from ingest.models import Point, Project, SampleBatch
+from ingest.models import Project, SampleBatch
 from ingest.service import handle_object
+from tests.support.points import point_rows, values
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,8 +32,10 @@ def test_the_demo_normalized_reward_pools_each_samples_own_value() -> None:
                 mapped.append((reward - lo) / (hi - lo))
                 raw.append(reward)
 
+    rows = point_rows()
+
     def stored(sid: str) -> float:
-        return Point.objects.get(series__sid=sid, step=199).value
+        return values(rows, sid=sid)[199]
 
     pooled = sum(mapped) / len(mapped)
     assert stored("reward|reward|norm%3Amean|") == pytest.approx(pooled)

@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from django.db import connection
 from django.test import Client
 
-from ingest import compact
+from ingest import pointstore
 from ingest.materialize import materialize_all
 from ingest.models import Project, Run
 from ingest.service import handle_object
@@ -192,13 +192,12 @@ def fill(project: int, run: str) -> int:
 
 
 def test_delete_leaves_no_row_of_the_run_and_every_row_of_the_others(
-        project: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        project: int) -> None:
     doomed, kept = fill(project, "doomed"), fill(project, "kept")
-    monkeypatch.setattr(compact, "COMPACT_AFTER", 1)
-    assert compact.compact_run(doomed) > 0
+    assert pointstore.compact(doomed, min_points=1) > 0  # chunks as well as blocks
     before, kept_before = run_rows(doomed), run_rows(kept)
     # The run really had rows everywhere this test claims to look.
-    assert {"ingest_run", "ingest_series", "ingest_point", "ingest_seriessnapshot",
+    assert {"ingest_run", "ingest_series", "ingest_pointblock", "ingest_serieschunk",
             "ingest_seriescategory", "ingest_samplebatch", "ingest_stepstate",
             "ingest_ingestedmessage", "ingest_environment", "ingest_observedrange",
             "ingest_runincarnation"} <= set(before), before

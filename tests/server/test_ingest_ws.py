@@ -9,21 +9,23 @@ import msgpack
 import pytest
 from channels.db import database_sync_to_async
 
-from ingest.models import IngestedMessage, Point, Run, SampleBatch, Series
+from ingest.models import IngestedMessage, PointBlock, Run, SampleBatch, Series
 from tests.server.conftest import Trainer, ingest_communicator, samples_msg, settled, step_msg
+from tests.support.points import point_rows
+from tests.support.points import values as point_values
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @database_sync_to_async
 def table_counts() -> tuple[int, ...]:
-    return tuple(m.objects.count() for m in (Run, Series, Point, SampleBatch, IngestedMessage))
+    return tuple(m.objects.count()
+                 for m in (Run, Series, PointBlock, SampleBatch, IngestedMessage))
 
 
 @database_sync_to_async
 def values(key: str) -> dict[int, float]:
-    return dict(Point.objects.filter(series__key=key, series__kind="step")
-                .values_list("step", "value"))
+    return point_values(point_rows(), key=key, kind="step")
 
 
 async def test_it_rejects_a_missing_token(transactional_db: None) -> None:
@@ -57,7 +59,7 @@ async def test_a_duplicate_message_is_acked_and_changes_nothing(trainer: Trainer
     await settled()
     assert await table_counts() == before
     count = await database_sync_to_async(
-        lambda: Point.objects.get(series__sid="reward|reward|count|", step=0).value)()
+        lambda: point_values(point_rows(), sid="reward|reward|count|")[0])()
     assert count == 3.0
 
 

@@ -20,7 +20,7 @@ from ingest.models import Run
 from ingest.series_ids import series_id
 from ingest.store import replace_environments
 from tests.server.conftest import Page, Trainer, samples_msg, settled
-from trainer_hooks.protocol import EnvironmentDecl
+from trainer_hooks.wire.protocol import EnvironmentDecl
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from django.test import Client
 
-from ingest.models import Point, Project, Run, SampleBatch, Series
+from ingest.models import PointBlock, Project, Run, SampleBatch, Series, SeriesChunk
 from ingest.progress import ALPHA
 from ingest.service import handle_object
 
@@ -94,7 +94,8 @@ def test_rename_annotate_recolour_and_delete(project: int) -> None:
     assert client.delete(f"/api/runs/{rid}", **csrf).status_code == 200
     assert not Run.objects.filter(pk=rid).exists()
     assert not Series.objects.filter(run_id=rid).exists()
-    assert not Point.objects.filter(run_id=rid).exists()
+    assert not PointBlock.objects.filter(run_id=rid).exists()
+    assert not SeriesChunk.objects.filter(series__run_id=rid).exists()
     assert not SampleBatch.objects.filter(run_id=rid).exists()
     assert Run.objects.filter(name="other").exists()
     assert client.delete(f"/api/runs/{rid}", **csrf).status_code == 404

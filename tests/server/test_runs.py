@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from ingest.models import Point, Run, SampleBatch
+from ingest.models import Run, SampleBatch
 from tests.server.conftest import Trainer, samples_msg, step_msg
+from tests.support.points import point_rows, values
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,8 +24,7 @@ def start(mid: str, inc: str | None = None, **extra: Any) -> dict[str, Any]:
 def runs() -> dict[str, dict[str, Any]]:
     out = {}
     for r in Run.objects.order_by("id"):
-        steps = sorted(Point.objects.filter(run=r, series__key="loss")
-                       .values_list("step", flat=True))
+        steps = sorted(values(point_rows(pk=r.pk), key="loss"))
         samples = sum(SampleBatch.objects.filter(run=r).values_list("n", flat=True))
         out[r.name] = {"id": r.pk, "wire": r.wire_name, "steps": steps, "samples": samples}
     return out
@@ -87,8 +87,8 @@ async def test_a_barrier_is_acked_once_the_samples_before_it_are_readable(
         await trainer.send(samples_msg(i, [1.0, 0.0, 0.5], run="exp", mid=f"s{i}"))
     reply = await trainer.send({"v": 1, "id": "b", "type": "barrier", "run": "exp"})
     assert reply == {"type": "ack", "id": "b"}
-    means = await database_sync_to_async(lambda: dict(Point.objects.filter(
-        series__sid="reward|reward|mean|").values_list("step", "value")))()
+    means = await database_sync_to_async(
+        lambda: values(point_rows(), sid="reward|reward|mean|"))()
     assert means == {0: 0.5, 1: 0.5, 2: 0.5}
     unknown = await trainer.send({"v": 1, "id": "b2", "type": "barrier", "run": "nope"})
     assert unknown == {"type": "ack", "id": "b2"} and "nope" not in await runs()

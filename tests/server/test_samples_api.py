@@ -22,7 +22,7 @@ from ingest.reads import series
 from ingest.series_ids import series_id
 from ingest.service import handle_object
 from tests.server.conftest import Trainer
-from trainer_hooks import protocol as p
+from trainer_hooks.wire import protocol as p
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

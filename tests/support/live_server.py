@@ -3,14 +3,18 @@
 Each `LiveServer` gets its own state: a fresh SQLite file under a temporary data directory, or,
 when DATABASE_URL is set (the PostgreSQL pass), a fresh PostgreSQL database. Several servers can
 share one state (`share_with`) to test multi-process behaviour; REDIS_URL passes through.
+Every server of a process serves one set of static files, collected once (`collected_static`).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -24,6 +28,30 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_COLLECTED: Path | None = None
+
+
+def collected_static() -> Path:
+    """The static files (`collectstatic`, as `telescope_ui.serve` runs it), collected once per
+    process into a temporary directory that every server this process starts serves as it is
+    (`--no-collectstatic`): a test session pays one collection (about 1.5 s), not one per
+    server, and keeps one version of static/ while others edit the checkout."""
+    global _COLLECTED
+    if _COLLECTED is None:
+        base = Path(tempfile.mkdtemp(prefix="telescope-static-"))
+        atexit.register(shutil.rmtree, base, True)
+        env = {**os.environ, "TELESCOPE_DATA_DIR": str(base),
+               "TELESCOPE_STATIC_ROOT": str(base / "static"),
+               "DJANGO_SETTINGS_MODULE": "telescope_ui.settings", "PYTHONPATH": str(ROOT)}
+        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "collectstatic",
+                              "--noinput", "-v", "0"], env=env, cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+        if out.returncode:
+            raise RuntimeError(f"collectstatic failed:\n{out.stderr}")
+        _COLLECTED = base / "static"
+    return _COLLECTED
 
 
 def _admin_connect(url: str):  # type: ignore[no-untyped-def]
@@ -45,6 +73,7 @@ class ServerState:
         self.env["TELESCOPE_DATA_DIR"] = str(tmp)
         self.env["DJANGO_SETTINGS_MODULE"] = "telescope_ui.settings"
         self.env["PYTHONPATH"] = str(ROOT)
+        self.env["TELESCOPE_STATIC_ROOT"] = str(collected_static())
         self.dbname: str | None = None
         self.base_db_url = database_url
         if database_url:
@@ -95,7 +124,7 @@ class LiveServer:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "telescope_ui.serve", "--port", str(self.port),
-                 "--verbosity", "0"],
+                 "--verbosity", "0", "--no-collectstatic"],
                 env=self.state.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -12,7 +12,7 @@ from ingest.aggregate import aggregate_step, aggregate_steps
 from ingest.normalize import Observed
 from ingest.samples import StepSamples
 from tests.unit.test_aggregate import steps
-from trainer_hooks.protocol import validate_message
+from trainer_hooks.wire.protocol import validate_message
 
 
 def stack(parts: list[StepSamples]) -> StepSamples:

@@ -53,7 +53,7 @@ from trainer_hooks.integrations.hf_rewards import (
     any_wrapped,
     telescope_reward,
 )
-from trainer_hooks.sender import Client, connect
+from trainer_hooks.transport.client import Client, connect
 
 log = logging.getLogger("trainer_hooks.integrations.hf")
 
@@ -170,7 +170,7 @@ class TelescopeCallback(TrainerCallback):
     def _config(self, args: Any, state: Any, model: Any) -> dict[str, Any]:
         config: dict[str, Any] = dict(args.to_dict()) if hasattr(args, "to_dict") else {}
         model_config = getattr(model, "config", None)
-        if hasattr(model_config, "to_dict"):
+        if model_config is not None and hasattr(model_config, "to_dict"):
             config["model_config"] = model_config.to_dict()
         if getattr(state, "max_steps", 0) and state.max_steps > 0:
             config["total_steps"] = int(state.max_steps)

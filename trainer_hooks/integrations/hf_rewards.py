@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from trainer_hooks.reward_result import as_reward_result
+from trainer_hooks.rewards.result import as_reward_result
 
 if TYPE_CHECKING:
     from trainer_hooks.integrations.hf import TelescopeCallback
@@ -304,7 +304,7 @@ def telescope_reward(fn: Callable[..., Any], env: str | None = None, *,
     as `weight`), each function's value becoming a sample metric named `name` (default: the
     function's name) when there are several. Without a training `TelescopeCallback` the
     function runs as it is."""
-    label = name or getattr(fn, "__name__", type(fn).__name__)
+    label = name or str(getattr(fn, "__name__", type(fn).__name__))
     _wrapped.append(label)
 
     def _begin(kwargs: dict[str, Any]) -> tuple[Any, Any]:

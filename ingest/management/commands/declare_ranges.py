@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.models import Run
 from ingest.store import replace_environments
-from trainer_hooks.protocol import ProtocolError, parse_environments
+from trainer_hooks.wire.protocol import ProtocolError, parse_environments
 
 
 class Command(BaseCommand):

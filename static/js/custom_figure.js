@@ -1,0 +1,110 @@
+// Pure figure building of a Custom view plot: several series (metrics, statistics,
+// environments; any mix), every overlaid run's, on a left and, when needed, a right y axis.
+// One run: each series its own colour (the first the run's). Several runs: each run its colour
+// (runs are told apart first), each series its dash. A series set to `auto` goes on the right
+// when its values are AXIS_RATIO times larger or smaller than the first left series'. No DOM.
+
+import {
+  baseLayout, lastPointTrace, lineTraces, prepareRun, referenceShapes, xOf, yAxisRange,
+} from './traces.js';
+import { escapePlotly } from './text.js';
+import { timeUnit } from './transforms.js';
+
+export const AXIS_RATIO = 10;
+export const SERIES_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
+  '#17becf', '#bcbd22', '#7f7f7f'];
+const DASHES = ['solid', 'dot', 'dash', 'longdash', 'dashdot', 'longdashdot'];
+
+/** The largest |value| among the accepted points of prepared runs (null when none). */
+export function magnitude(prepared) {
+  let m = null;
+  for (const p of prepared) {
+    p.y.forEach((v, i) => {
+      if (p.accept[i] && v !== null && Number.isFinite(v)) m = Math.max(m ?? 0, Math.abs(v));
+    });
+  }
+  return m;
+}
+
+/**
+ * The side of each series: 'left' or 'right'. `axes`: each series' choice (auto, left,
+ * right); `mags`: its magnitude (null: no data yet, 0: all zero — both fit anywhere). An auto
+ * series goes right when its scale is AXIS_RATIO× off the reference: the first series on the
+ * left with a scale.
+ */
+export function assignAxes(axes, mags) {
+  const ref = axes.map((a, i) => (a !== 'right' && mags[i] ? mags[i] : null)).find((m) => m !== null) ?? null;
+  return axes.map((a, i) => {
+    if (a !== 'auto') return a;
+    const m = mags[i];
+    if (!ref || !m) return 'left';
+    const ratio = m > ref ? m / ref : ref / m;
+    return ratio >= AXIS_RATIO ? 'right' : 'left';
+  });
+}
+
+/** Colour of series `i` of a one-run plot: the run's first, then a palette without it. */
+export function seriesColor(i, runColor) {
+  if (i === 0) return runColor;
+  const rest = SERIES_COLORS.filter((c) => c.toLowerCase() !== String(runColor).toLowerCase());
+  return rest[(i - 1) % rest.length];
+}
+
+export const seriesDash = (i) => DASHES[i % DASHES.length];
+
+/**
+ * The figure of a plot: {data, layout, points, unit, prepared, sides}. `series`: [{id, name,
+ * axis, entry}]; `runs`: [{id, name, color, t0, firstStep, lines: [{data, std, range}]}], one
+ * line per series, in order; `normalized`: whether the first series is drawn normalized (its
+ * range lines are then left out). `prepared` is the first series' per run (what a one-series
+ * chart's is: zoom detail, notes, badges, the run legend).
+ */
+export function buildPlotFigure({ series, runs, chart, page, theme, zoom = null, normalized = false }) {
+  const many = runs.length > 1;
+  const bySeries = series.map((s, i) => runs.map((run) => {
+    const color = many ? run.color : seriesColor(i, run.color);
+    const p = prepareRun({ ...run, ...run.lines[i] }, chart, page);
+    if (p) p.run = { id: run.id, name: run.name, color, range: run.lines[i]?.range ?? null };
+    return p;
+  }).filter(Boolean));
+  const sides = assignAxes(series.map((s) => s.axis), bySeries.map(magnitude));
+  let span = 0;
+  for (const p of bySeries.flat()) for (const t of p.time) span = Math.max(span, t - p.t0);
+  const unit = timeUnit(span);
+  const fills = [];
+  const lines = [];
+  const dots = [];
+  let points = 0;
+  bySeries.forEach((preps, i) => {
+    const yaxis = sides[i] === 'right' ? 'y2' : 'y';
+    for (const p of preps) {
+      p.unit = unit;
+      points += p.y.length;
+      const x = xOf(p, page, unit, p.step, p.time);
+      for (const t of lineTraces(p, x, page)) {
+        Object.assign(t, { yaxis, uid: `${t.uid}-s${i}`, meta: { ...t.meta, series: series[i].id } });
+        if (t.line && !t.fill) t.line = { ...t.line, dash: many ? seriesDash(i) : 'solid' };
+        if (t.name) t.name = escapePlotly(many ? `${p.run.name} · ${series[i].name}` : series[i].name)
+          + (t.meta.role === 'ema' ? ' EMA' : '');
+        (t.fill ? fills : lines).push(t);
+      }
+      const dot = lastPointTrace(p, x, theme);
+      if (dot) dots.push(Object.assign(dot, { yaxis, uid: `${dot.uid}-s${i}`, meta: { ...dot.meta, series: series[i].id } }));
+    }
+  });
+  const first = series[0]?.entry ?? null;
+  const shapes = first && series.length === 1 ? referenceShapes(bySeries[0], first, normalized, theme) : [];
+  const left = bySeries.filter((_, i) => sides[i] === 'left').flat();
+  const right = bySeries.filter((_, i) => sides[i] === 'right').flat();
+  const yRange = zoom?.y ?? yAxisRange(left, chart, { normalized: normalized && series.length === 1, shapes,
+    includeZero: first?.kind === 'advantage' && sides[0] === 'left' });
+  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
+  if (right.length) {
+    const r = yAxisRange(right, { ...chart, yMin: null, yMax: null });
+    const { range, ...style } = layout.yaxis; // eslint-disable-line no-unused-vars
+    layout.yaxis2 = { ...style, overlaying: 'y', side: 'right', showgrid: false,
+      ...(r ? { range: r, autorange: false } : { autorange: true }) };
+    layout.margin = { ...layout.margin, r: 44 };
+  }
+  return { data: fills.concat(lines, dots), layout, points, unit, prepared: bySeries[0] ?? [], sides };
+}

@@ -1,0 +1,227 @@
+"""The static pipeline (telescope_ui.assets, docs/architecture.md#static-files): `collectstatic`
+into STATIC_ROOT with hashed names, ES module imports rewritten to them, gzip (and brotli) beside
+each file; ServeStatic serves them in front of Django, cached for good. Against a real server
+process, and the Metrics page's modules in Chromium."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import re
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from tests.support.live_server import ROOT, LiveServer, ServerState, collected_static
+
+HASHED = re.compile(r"/static/[\w./-]+\.[0-9a-f]{12}\.\w+")
+# Relative module specifiers of a module: `import … from '…'`, `export … from '…'`,
+# `import '…'` (statements, at the start of a line) and `import('…')`.
+SPECIFIER = re.compile(r"""(?m)^[ \t]*(?:import|export)\s[\w$\s{},*]*?\sfrom\s*["']([^"']+)["']"""
+                       r"""|^[ \t]*import\s*["']([^"']+)["']|\bimport\(\s*["']([^"']+)["']""")
+
+
+def specifiers(source: str) -> list[str]:
+    return [next(g for g in groups if g) for groups in SPECIFIER.findall(source)]
+
+
+class Response:
+    def __init__(self, status: int, headers: Any, body: bytes) -> None:
+        self.status, self.headers, self.body = status, headers, body
+
+
+def get(url: str, **headers: str) -> Response:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=30) as res:
+            return Response(res.status, res.headers, res.read())
+    except urllib.error.HTTPError as err:
+        return Response(err.code, err.headers, err.read())
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One server with one run (one step) for the module's tests."""
+    state = ServerState(tmp_path_factory.mktemp("static"), os.environ.get("DATABASE_URL"),
+                        os.environ.get("REDIS_URL"))
+    live = LiveServer(state).start()
+    token = state.token("static")
+    body = json.dumps([{"v": 1, "id": "s0", "type": "step", "run": "r", "step": 0,
+                        "metrics": {"loss": 1.0}},
+                       {"v": 1, "id": "b0", "type": "barrier", "run": "r"}]).encode()
+    req = urllib.request.Request(live.http + "/api/ingest", data=body, method="POST", headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as res:
+        assert not json.loads(res.read())["errors"]
+    yield live
+    live.stop()
+    state.drop()
+
+
+def metrics_url(server: LiveServer) -> str:
+    with urllib.request.urlopen(server.http + "/api/runs", timeout=30) as res:
+        [run] = json.loads(res.read())["runs"]
+    return f"{server.http}/runs/{run['id']}/metrics"
+
+
+def test_pages_link_hashed_names_served_precompressed_and_cached_for_good(
+        server: LiveServer) -> None:
+    page = get(server.http + "/")
+    assert page.headers["X-Frame-Options"] == "DENY"  # Django's middleware answered the page
+    links = sorted(set(HASHED.findall(page.body.decode())))
+    kinds = {Path(link).suffix for link in links}
+    assert {".css", ".js", ".svg"} <= kinds
+    for link in links:
+        plain = get(server.http + link)
+        assert plain.status == 200 and "Content-Encoding" not in plain.headers
+        assert plain.headers["Cache-Control"] == "max-age=315360000, public, immutable"
+        assert "X-Frame-Options" not in plain.headers  # ServeStatic answered: Django never saw it
+        packed = get(server.http + link, **{"Accept-Encoding": "gzip"})
+        assert packed.headers["Content-Encoding"] == "gzip"
+        assert "Accept-Encoding" in packed.headers["Vary"]
+        assert gzip.decompress(packed.body) == plain.body
+        if importlib.util.find_spec("brotli"):  # brotli beside gzip only where it is installed
+            import brotli
+
+            br = get(server.http + link, **{"Accept-Encoding": "gzip, br"})
+            assert br.headers["Content-Encoding"] == "br"
+            assert brotli.decompress(br.body) == plain.body
+
+
+def test_module_imports_name_hashed_files_and_the_page_preloads_the_whole_graph(
+        server: LiveServer) -> None:
+    page = get(metrics_url(server)).body.decode()
+    preloads = re.findall(r'<link rel="modulepreload" href="([^"]+)"', page)
+    [entry] = re.findall(r'<script type="module" src="([^"]+)"', page)
+    assert entry in preloads and all(HASHED.fullmatch(url) for url in preloads)
+    graph, todo = {entry}, [entry]
+    while todo:
+        url = todo.pop()
+        module = get(server.http + url)
+        assert module.status == 200 and "javascript" in module.headers["Content-Type"], url
+        for spec in specifiers(module.body.decode()):
+            assert re.fullmatch(r"\.{1,2}/[\w./-]+\.[0-9a-f]{12}\.js", spec), (url, spec)
+            target = os.path.normpath(os.path.join(os.path.dirname(url), spec))
+            if target not in graph:
+                graph.add(target)
+                todo.append(target)
+    assert len(graph) > 20 and graph == set(preloads)
+    [plotly] = re.findall(r'<link id="plotly-src" rel="preload" as="script" href="([^"]+)"', page)
+    assert HASHED.fullmatch(plotly) and plotly.startswith("/static/vendor/plotly/plotly.min.")
+
+
+def test_vendor_files_come_from_their_packages(server: LiveServer) -> None:
+    import plotly
+
+    paths = json.loads((collected_static() / "staticfiles.json").read_text())["paths"]
+    sources = {
+        "vendor/plotly/plotly.min.js": Path(plotly.__file__).parent / "package_data/plotly.min.js",
+        "vendor/sortablejs/sortable.esm.js":
+            ROOT / "node_modules/sortablejs/modular/sortable.esm.js",
+    }
+    for name, source in sources.items():
+        served = get(f"{server.http}/static/{paths[name]}")
+        assert served.status == 200 and "immutable" in served.headers["Cache-Control"]
+        assert "javascript" in served.headers["Content-Type"]
+        assert served.body == source.read_bytes()
+
+
+def test_unknown_unhashed_and_outside_names_are_404(server: LiveServer) -> None:
+    for path in ("/static/js/nope.js", "/static/js/metrics.js", "/static/css/app.css",
+                 "/static/vendor/plotly/plotly.min.js", "/static/plotly.min.js",
+                 "/static/staticfiles.json", "/static/js/%2e%2e/%2e%2e/manage.py"):
+        assert get(server.http + path).status == 404, path
+
+
+PROSE = """\
+// A module whose comments talk: export it as a file and import one (a new dashboard), or
+// import x from './missing.js' — neither is a statement.
+
+import {
+  h,
+  byId,
+} from './dom.js';
+import './features.js';
+export { compileSearch } from "./text.js";
+
+export async function later() {
+  return import('./heatmap.js');
+}
+"""
+
+
+def test_collect_rewrites_imports_and_runs_only_when_a_source_changed(tmp_path: Path) -> None:
+    from telescope_ui import assets
+
+    src, root = tmp_path / "src", tmp_path / "root" / "static"
+    shutil.copytree(ROOT / "static", src)
+    (src / "js" / "prose.js").write_text(PROSE)
+    with override_settings(STATICFILES_DIRS=[src], STATIC_ROOT=root):
+        assert assets.collect() is True
+        paths = json.loads((root / "staticfiles.json").read_text())["paths"]
+        prose = (root / paths["js/prose.js"]).read_text()
+        specs = specifiers(prose)
+        assert len(specs) == 4  # the comment's "import x from" is prose, left alone
+        for spec, name in zip(specs, ("dom", "features", "text", "heatmap"), strict=True):
+            assert spec == "./" + Path(paths[f"js/{name}.js"]).name
+        assert "'./missing.js'" in prose
+        assert (root / (paths["js/text.js"] + ".gz")).is_file()
+        assert not (root / "js" / "text.js").exists()  # only hashed names are kept
+
+        assert assets.collect() is False  # nothing changed: nothing done
+        with open(src / "js" / "text.js", "a") as f:
+            f.write("\n// edited\n")
+        assert assets.collect() is True
+        edited = json.loads((root / "staticfiles.json").read_text())["paths"]
+        assert edited["js/text.js"] != paths["js/text.js"]
+        assert not (root / paths["js/text.js"]).exists()  # the old version is gone
+        # A module importing it names the new version, so its own hash changed too.
+        assert edited["js/prose.js"] != paths["js/prose.js"]
+        assert edited["js/dom.js"] == paths["js/dom.js"]
+        assert assets.collect() is False
+
+
+@pytest.mark.browser
+def test_the_metrics_page_loads_every_module_in_chromium(server: LiveServer) -> None:
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("chromium is not installed (CI=true: browser tests must run)")
+        pytest.skip("chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    url = metrics_url(server)
+    page_html = get(url).body.decode()
+    preloads = set(re.findall(r'<link rel="modulepreload" href="([^"]+)"', page_html))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium,
+                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            for view in ("all", "custom"):
+                page = browser.new_context().new_page()
+                problems: list[str] = []
+                page.on("console", lambda m, p=problems: m.type == "error" and p.append(m.text))
+                page.on("pageerror", lambda e, p=problems: p.append(str(e)))
+                page.on("requestfailed", lambda r, p=problems: p.append(f"failed {r.url}"))
+                page.on("response", lambda r, p=problems: r.status >= 400 and p.append(
+                    f"{r.status} {r.url}"))
+                page.goto(f"{url}?view={view}")
+                # metrics.js runs only once every module of its graph has loaded and run.
+                page.wait_for_selector("#controls > *")
+                page.wait_for_function("() => !!window.Plotly")  # the preloaded plotly.min.js
+                loaded = set(page.evaluate(
+                    "() => performance.getEntriesByType('resource').map(e => "
+                    "new URL(e.name).pathname)"))
+                assert preloads <= loaded
+                assert not problems, (view, problems)
+                page.context.close()
+        finally:
+            browser.close()

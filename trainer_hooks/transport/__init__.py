@@ -1,0 +1,18 @@
+"""The sender: `connect()` and the `Client` on the caller's side, and the sender thread that
+seals what is logged into a durable outbox and streams it to the server.
+
+- `client`: `connect`, `Client` — `log_*` only append to the call queue.
+- `options`: `SenderOptions`, every keyword option of `connect`.
+- `run`: `RunTarget`, the server, token and run a client sends to.
+- `queue`: the call queue between the caller's threads and the sender thread, and the callers
+  waiting in `flush()` / `sync()`.
+- `bookkeeping`: counters, the ledger of values not stored, warnings logged once.
+- `engine`: the sender thread, which builds and runs the two parts below.
+- `sealer`: call queue → validated, sealed messages in the outbox, with `samples` (one
+  `log_samples` call → columns), `batching` (columns → samples messages) and `resume`
+  (samples stored once across a resume).
+- `connection`: outbox → server (batch frames, acks, reconnects, close codes).
+- `outbox`: the durable outbox (SQLite per server, token and run name).
+
+Each part is handed what it works with when it is made; none imports the part that made it.
+"""

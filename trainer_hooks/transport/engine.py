@@ -1,0 +1,158 @@
+"""The sender thread: one asyncio loop that opens the outbox and runs the pump (`Sealer`:
+call queue → outbox) and the connection (`Connection`: outbox → server) side by side.
+
+The engine builds those parts on its thread, once the outbox is open, and hands each what it
+works with; they never reach back into the engine or the client. It resolves what a pump pass
+returns: syncs at once, flushes once their messages have left the outbox (`FlushWaiters`).
+`kick`, `status` and `outbox_path` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+
+from trainer_hooks.transport import outbox as outbox_files
+from trainer_hooks.transport.batching import SampleBatcher
+from trainer_hooks.transport.bookkeeping import Bookkeeping
+from trainer_hooks.transport.connection import Connection
+from trainer_hooks.transport.options import SenderOptions
+from trainer_hooks.transport.outbox import Outbox
+from trainer_hooks.transport.queue import CallQueue, FlushWaiters
+from trainer_hooks.transport.resume import ResumeFilter
+from trainer_hooks.transport.run import RunTarget
+from trainer_hooks.transport.sealer import Sealer
+
+log = logging.getLogger("trainer_hooks.sender")
+
+
+class SenderEngine:
+    """One client's sender thread (`run` is the thread's target)."""
+
+    def __init__(self, target: RunTarget, options: SenderOptions, calls: CallQueue,
+                 books: Bookkeeping) -> None:
+        self.target = target
+        self.options = options
+        self.calls = calls
+        self.books = books
+        self.started = threading.Event()  # set once the outbox is open (or the thread failed)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.kick_event: asyncio.Event | None = None
+        self.outbox: Outbox | None = None
+        self.connection: Connection | None = None
+        self.waiters: FlushWaiters | None = None
+
+    # ---------------------------------------------------------------- any thread
+
+    def kick(self) -> None:
+        """Wake the pump now."""
+        loop, event = self.loop, self.kick_event
+        if loop is not None and event is not None:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop is closed
+                pass
+
+    def status(self) -> dict[str, int]:
+        """`pending` (outbox messages not yet acknowledged), `in_flight`, `spool_bytes` and
+        `connected` (0/1), for `Client.stats`."""
+        outbox, connection = self.outbox, self.connection
+        return {"pending": outbox.rows if outbox else 0,
+                "in_flight": len(connection.in_flight) if connection else 0,
+                "spool_bytes": outbox.bytes if outbox else 0,
+                "connected": int(connection.connected) if connection else 0}
+
+    @property
+    def outbox_path(self) -> Path | None:
+        return self.outbox.path if self.outbox else None
+
+    # ---------------------------------------------------------------- the sender thread
+
+    def run(self) -> None:
+        try:
+            with asyncio.Runner() as runner:
+                runner.run(self.main())
+        except Exception:  # noqa: BLE001 - the thread must end quietly, the caller keeps going
+            log.exception("telescope: the sender thread failed; nothing more will be sent")
+        finally:
+            self.started.set()
+            if self.waiters is not None:
+                self.waiters.resolve_all(False)
+
+    async def main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.kick_event = kick = asyncio.Event()
+        new_messages = asyncio.Event()
+        outbox = self.outbox = self.open_outbox()
+        incarnation = self.take_incarnation(outbox)
+        options, target, books = self.options, self.target, self.books
+        books.count("replayed", outbox.rows)
+        if outbox.rows:
+            log.info("telescope: replaying %d unacknowledged messages from %s", outbox.rows,
+                     outbox.path)
+        batcher = SampleBatcher(options.max_batch_samples, options.max_batch_bytes)
+        resume = ResumeFilter(outbox, books, run=target.run, resume=target.resume,
+                              keep_steps=options.dedupe_steps)
+        sealer = Sealer(options, self.calls, outbox, batcher, resume, books, run=target.run,
+                        incarnation=incarnation)
+        waiters = self.waiters = FlushWaiters(outbox, books.losses)
+        self.connection = Connection(target, options, outbox, waiters, books,
+                                     new_messages=new_messages,
+                                     cap_batch_bytes=batcher.cap_bytes)
+        self.started.set()
+        connecting = asyncio.create_task(self.connection.run())
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(kick.wait(), options.poll_interval)
+                except TimeoutError:
+                    pass
+                kick.clear()
+                pumped = sealer.pump_once()
+                if len(self.calls):
+                    kick.set()  # more waiting: pump again at once
+                if pumped.written:
+                    new_messages.set()
+                for waiter in pumped.syncs:
+                    waiter.resolve(pumped.stored)
+                for waiter in pumped.flushes:
+                    waiters.add(waiter)
+                waiters.check()
+                if pumped.stop:
+                    return
+        finally:
+            connecting.cancel()
+            await asyncio.gather(connecting, return_exceptions=True)
+            waiters.resolve_all(False)
+            outbox.close()
+
+    def open_outbox(self) -> Outbox:
+        """This client's slot of the run's outbox (adopting dead clients' messages), or an
+        in-memory one with `spool=False` or when the file cannot be opened."""
+        options = self.options
+        try:
+            if options.spool:
+                base = Path(options.spool_dir) if options.spool_dir else \
+                    outbox_files.default_dir()
+                return outbox_files.open_slot(base, self.target.run, name=options.spool_name,
+                                              fsync=options.fsync, scope=self.target.scope)
+            return Outbox(None)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("telescope: cannot open the outbox (%s); keeping messages in memory "
+                        "only", exc)
+            self.books.count("spool_errors")
+            return Outbox(None)
+
+    def take_incarnation(self, outbox: Outbox) -> str:
+        """The run incarnation this client's messages carry: with `resume` the one the outbox
+        sent for last, else a new one (remembered for a later resume)."""
+        try:
+            return outbox.take_incarnation(self.target.resume, uuid.uuid4().hex)
+        except sqlite3.Error as exc:
+            log.warning("telescope: cannot record the run incarnation (%s)", exc)
+            outbox.incarnation = uuid.uuid4().hex
+            return outbox.incarnation

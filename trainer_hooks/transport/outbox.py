@@ -1,0 +1,375 @@
+"""The sender's durable outbox: encoded messages in a local SQLite file, replayed in order.
+
+(The messages are encoded by `wire.protocol.encode`; this module only keeps their bytes.)
+
+Every message the sender seals is written here *before* it is sent and deleted when the server
+acknowledges it (or rejects it), so the outbox is exactly the set of messages not yet
+acknowledged; replaying it in `seq` order after a reconnect or a restart of the training process
+resends them with their original ids and the server applies each once.
+
+Layout: `<spool dir>/<run key>/<slot>.sqlite`, `<slot>` = `slot-<i>` or a given name; the run
+key names the run and hashes it with the server URL and token (`scope`), so an outbox is only
+ever replayed to the server and project it was written for. A client
+holds an exclusive advisory lock (`<slot>.lock`, flock) on its slot for its lifetime, so
+concurrent clients of one run on one machine (reward workers) each get their own slot; a new
+client takes its named slot or the lowest free one, and adopts the pending messages of any other
+unlocked slot (a client that died).
+
+Tables:
+- `outbox(seq INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT UNIQUE, kind, n, fmt, body, created)`
+  — `fmt` is 'msgpack' (binary frame) or 'json' (text frame); `n` the sample count.
+- `sealed(step_min, step_max, gen, incarnation, data)` — which samples each process (`gen`) of
+  this slot has sealed for which run incarnation (per samples message: msgpack `[step, env,
+  group ids, sample ids]`, as on the wire), for the last few thousand steps, so a trainer that
+  *resumes* its run (`connect(..., resume=True)`) and re-logs the steps after its checkpoint
+  does not double-count samples already on their way. Only a resume of the same incarnation
+  consults it; a new experiment under the same name never does.
+- `meta(name, value)` — `gen` (the process counter) and `incarnation` (the run attempt the
+  slot's latest client sent for; a resume continues it).
+
+The connection is used by one thread at a time (the sender's event-loop thread).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import msgpack
+
+_fcntl: ModuleType | None
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - not POSIX: slots are not locked
+    _fcntl = None
+
+log = logging.getLogger("trainer_hooks.spool")
+
+MAX_SLOTS = 64
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    msg_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    n INTEGER NOT NULL DEFAULT 0,
+    fmt TEXT NOT NULL,
+    body BLOB NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sealed (
+    id INTEGER PRIMARY KEY,
+    step_min INTEGER NOT NULL,
+    step_max INTEGER NOT NULL,
+    gen INTEGER NOT NULL,
+    incarnation TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sealed_steps ON sealed (incarnation, step_max, step_min);
+DROP TABLE IF EXISTS logged;
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass
+class Outgoing:
+    """A sealed message ready to spool: its id, type, sample count, format and bytes, plus
+    the identity of the samples it carries (`(step_min, step_max, msgpack [step, env, group
+    ids, sample ids])`, for restart de-duplication)."""
+
+    msg_id: str
+    kind: str
+    n: int
+    fmt: str
+    body: bytes
+    ident: tuple[int, int, bytes] | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    seq: int
+    msg_id: str
+    kind: str
+    n: int
+    fmt: str
+    body: bytes
+
+
+def default_dir() -> Path:
+    env = os.environ.get("TELESCOPE_SPOOL_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "telescope" / "spool"
+
+
+def scope_of(url: str, token: str) -> str:
+    """What an outbox belongs to besides its run name: the server and the token's project
+    (the token is only hashed, never stored)."""
+    return hashlib.sha256(f"{url}\n{token}".encode()).hexdigest()[:16]
+
+
+def run_key(run: str, scope: str = "") -> str:
+    """A file-system-safe directory name for a run, unique per run name and scope."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run)[:64]
+    return f"{safe}-{hashlib.sha256(f'{scope}/{run}'.encode()).hexdigest()[:10]}"
+
+
+class Outbox:
+    """One outbox file (or an in-memory one when `path` is None)."""
+
+    def __init__(self, path: Path | None, *, lock_fd: int | None = None,
+                 fsync: bool = False, bump_gen: bool = True) -> None:
+        self.path = path
+        self._lock_fd = lock_fd
+        self._db = sqlite3.connect(":memory:" if path is None else str(path),
+                                   isolation_level=None, check_same_thread=False)
+        try:
+            if path is not None:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+                self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+            with self._tx():
+                gen = int(self._meta("gen") or 0) + bump_gen
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('gen', ?)", (str(gen),))
+        except BaseException:
+            self.close()
+            raise
+        self.gen = gen
+        self.incarnation = ""
+        self.prev_max_step: int | None = None
+        row = self._db.execute("SELECT count(*), coalesce(sum(length(body)), 0) FROM outbox")
+        self.rows, self.bytes = row.fetchone()
+        self.last_seq: int = self._db.execute(
+            "SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
+
+    # ---------------------------------------------------------------- transactions
+
+    def _tx(self) -> _Tx:
+        return _Tx(self._db)
+
+    def _meta(self, name: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else row[0]
+
+    def take_incarnation(self, resume: bool, new: str) -> str:
+        """This process's run incarnation: with `resume` the one this slot sent for last (if
+        any), else `new`; remembered for the next resume. Returns it."""
+        old = self._meta("incarnation") if resume else None
+        self.incarnation = old or new
+        with self._tx():
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('incarnation', ?)",
+                             (self.incarnation,))
+        self.prev_max_step = self._db.execute(
+            "SELECT max(step_max) FROM sealed WHERE incarnation = ? AND gen < ?",
+            (self.incarnation, self.gen)).fetchone()[0]
+        return self.incarnation
+
+    def append(self, messages: Sequence[Outgoing]) -> int:
+        """Write messages (and their sample keys) in one transaction; returns the last seq."""
+        now = time.time()
+        with self._tx():
+            for m in messages:
+                cur = self._db.execute(
+                    "INSERT OR IGNORE INTO outbox (msg_id, kind, n, fmt, body, created)"
+                    " VALUES (?, ?, ?, ?, ?, ?)", (m.msg_id, m.kind, m.n, m.fmt, m.body, now))
+                if cur.rowcount:
+                    self.rows += 1
+                    self.bytes += len(m.body)
+                if m.ident is not None:
+                    self._db.execute("INSERT INTO sealed (step_min, step_max, gen, incarnation,"
+                                     " data) VALUES (?, ?, ?, ?, ?)",
+                                     (*m.ident[:2], self.gen, self.incarnation, m.ident[2]))
+            self.last_seq = self._db.execute(
+                "SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
+        return self.last_seq
+
+    def pending(self, after_seq: int = 0, limit: int = 64,
+                max_bytes: int | None = None) -> list[Row]:
+        """Unacknowledged messages with seq > `after_seq`, oldest first: at most `limit`, and
+        no more than `max_bytes` of bodies (but at least one)."""
+        cur = self._db.execute(
+            "SELECT seq, msg_id, kind, n, fmt, body FROM outbox WHERE seq > ? ORDER BY seq"
+            " LIMIT ?", (after_seq, limit))
+        rows: list[Row] = []
+        size = 0
+        for s, i, k, n, f, b in cur:
+            size += len(b)
+            if rows and max_bytes is not None and size > max_bytes:
+                break
+            rows.append(Row(s, i, k, n, f, bytes(b)))
+        cur.close()
+        return rows
+
+    def delete(self, msg_ids: Iterable[str]) -> None:
+        """Forget acknowledged (or rejected) messages."""
+        msg_ids = list(msg_ids)
+        if not msg_ids:
+            return
+        with self._tx():
+            for mid in msg_ids:
+                row = self._db.execute(
+                    "DELETE FROM outbox WHERE msg_id = ? RETURNING length(body)", (mid,)
+                ).fetchone()
+                if row is not None:
+                    self.rows -= 1
+                    self.bytes -= row[0]
+
+    def replace(self, msg_id: str, messages: Sequence[Outgoing]) -> None:
+        """Swap one message for others (a split), atomically; they go to the end."""
+        with self._tx():
+            self.delete([msg_id])
+            self.append(messages)
+
+    def min_seq(self) -> int | None:
+        low: int | None = self._db.execute("SELECT min(seq) FROM outbox").fetchone()[0]
+        return low
+
+    # ---------------------------------------------------------------- restart de-duplication
+
+    def previous_keys(self, lo: int, hi: int) -> dict[int, set[tuple[str, str, str]]]:
+        """(env, group id, sample id) of the samples of steps lo..hi that an earlier process
+        of this slot sealed for the same run incarnation, per step."""
+        out: dict[int, set[tuple[str, str, str]]] = defaultdict(set)
+        cur = self._db.execute("SELECT data FROM sealed WHERE incarnation = ? AND gen < ? AND"
+                               " step_max >= ? AND step_min <= ?",
+                               (self.incarnation, self.gen, lo, hi))
+        for (data,) in cur:
+            steps, env, gids, sids = msgpack.unpackb(data, raw=False)
+            n = len(sids)
+            steps = steps if isinstance(steps, list) else [steps] * n
+            envs = env if isinstance(env, list) else [env] * n
+            for s, e, g, i in zip(steps, envs, gids, sids, strict=True):
+                if lo <= s <= hi:
+                    out[s].add((e or "", str(g), str(i)))
+        return out
+
+    def prune_keys(self, below_step: int) -> None:
+        with self._tx():
+            self._db.execute("DELETE FROM sealed WHERE incarnation = ? AND step_max < ?",
+                             (self.incarnation, below_step))
+            self._db.execute("DELETE FROM sealed WHERE incarnation != ?", (self.incarnation,))
+
+    # ---------------------------------------------------------------- adoption
+
+    def adopt(self, other: Outbox) -> int:
+        """Move another (dead) slot's pending messages to the end of this one; returns how
+        many. Its sample keys stay with it, for the client that takes that slot next."""
+        rows = other.pending(0, 1 << 62)
+        if rows:
+            self.append([Outgoing(r.msg_id, r.kind, r.n, r.fmt, r.body) for r in rows])
+            other.delete(r.msg_id for r in rows)
+        return len(rows)
+
+    # ---------------------------------------------------------------- failure
+
+    def move_to_memory(self) -> None:
+        """Carry on in memory when the file fails (a full disk): the pending messages move to
+        an in-memory database with their sequence numbers, and new ones continue after
+        `last_seq`, so a sent message still meets its ack and every flush keeps its target.
+        The file and its slot lock are let go; without a file, sealed samples are no longer
+        remembered for a resume."""
+        try:
+            rows = self.pending(0, 1 << 62)
+        except sqlite3.Error:
+            rows = []  # unreadable too: what it held is lost with it
+        try:
+            self.close()
+        except sqlite3.Error:
+            pass
+        self.path, self.prev_max_step = None, None
+        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._db.executescript(_SCHEMA)
+        now = time.time()
+        with self._tx():
+            self._db.executemany(
+                "INSERT INTO outbox (seq, msg_id, kind, n, fmt, body, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(r.seq, r.msg_id, r.kind, r.n, r.fmt, r.body, now) for r in rows])
+            self._db.execute("DELETE FROM sqlite_sequence WHERE name = 'outbox'")
+            self._db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('outbox', ?)",
+                             (self.last_seq,))
+        self.rows, self.bytes = len(rows), sum(len(r.body) for r in rows)
+
+    def close(self) -> None:
+        try:
+            self._db.close()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = None
+
+
+class _Tx:
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error); nested use joins the outer one."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.outer = False
+
+    def __enter__(self) -> None:
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.outer = True
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if self.outer:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _try_lock(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    if _fcntl is None:
+        return fd
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def open_slot(directory: Path, run: str, *, name: str | None = None,
+              fsync: bool = False, scope: str = "") -> Outbox:
+    """Open (creating) this client's slot of `run` under `directory` and adopt the pending
+    messages of unlocked slots left by clients that died.
+
+    With `name` the slot is `<name>.sqlite` (a stable identity for one of several workers of
+    a run on one machine, so its restart finds its own sample keys); otherwise, or when that
+    name is in use, the lowest free `slot-<i>.sqlite`."""
+    base = directory / run_key(run, scope)
+    base.mkdir(parents=True, exist_ok=True)
+    candidates = [f"slot-{i}" for i in range(MAX_SLOTS)]
+    if name is not None:
+        candidates.insert(0, re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64])
+    mine: Outbox | None = None
+    for stem in candidates:
+        fd = _try_lock(base / f"{stem}.lock")
+        if fd is not None:
+            if name is not None and stem != candidates[0]:
+                log.warning("telescope: spool slot %r is in use; using %s", name, stem)
+            mine = Outbox(base / f"{stem}.sqlite", lock_fd=fd, fsync=fsync)
+            break
+    if mine is None:
+        raise OSError(f"all {MAX_SLOTS} spool slots of {base} are in use")
+    for other_path in sorted(base.glob("*.sqlite")):
+        if other_path == mine.path:
+            continue
+        fd = _try_lock(other_path.with_suffix(".lock"))
+        if fd is None:
+            continue
+        other = Outbox(other_path, lock_fd=fd, fsync=fsync, bump_gen=False)
+        try:
+            moved = mine.adopt(other)
+            if moved:
+                log.info("telescope: adopted %d pending messages from %s", moved, other_path)
+        finally:
+            other.close()
+    return mine

@@ -1,0 +1,282 @@
+"""The columns of a `samples` message, defined once, and their validation.
+
+**The sample column table.** A `samples` message carries N samples column by column: `step`,
+the ids, `reward`, optional per-sample columns and a `metrics` object of number columns
+(docs/protocol.md, `samples`). The tuples below name every column and its kind; the sender
+builds its messages from them (`trainer_hooks.transport`) and the server stores them by them
+(`ingest.columns`). Nothing else lists them.
+
+**Validation.** `validate_samples` decodes a columnar message straight into numpy columns (the
+text columns `prompt` and `completion` as lists of strings); every problem is a
+`ProtocolError` naming the offending field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trainer_hooks.wire.schema import (
+    _ID_TYPES,
+    _NULLABLE_NUMBER_TYPES,
+    DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE,
+    DISCARD_REASONS,
+    MAX_ID_CHARS,
+    MAX_KEY_CHARS,
+    MAX_METRICS_PER_MESSAGE,
+    MAX_SAMPLES_PER_MESSAGE,
+    MAX_STEPS_PER_MESSAGE,
+    ProtocolError,
+    Samples,
+    check_key,
+    require,
+    step_number,
+)
+
+# ---------------------------------------------------------------- the sample column table
+
+# Ids: one string or integer per sample (required).
+ID_COLUMNS = ("sample_id", "group_id")
+# Optional numbers per sample (null: unknown), one list of N or absent.
+OPTIONAL_NUMBER_COLUMNS = ("advantage", "prompt_tokens", "completion_tokens",
+                           "off_policy_steps")
+# Optional short strings per sample (at most MAX_KEY_CHARS; `discard_reason` one of
+# DISCARD_REASONS or null).
+OPTIONAL_LABEL_COLUMNS = ("stop_reason", "discard_reason")
+# Sample text: one string or null per sample, any length up to the text limit per message,
+# stored apart from the numbers.
+TEXT_COLUMNS = ("prompt", "completion")
+# Every optional per-sample column (the keywords of `Client.log_samples` besides `time`).
+OPTIONAL_COLUMNS = (*OPTIONAL_NUMBER_COLUMNS, *OPTIONAL_LABEL_COLUMNS, *TEXT_COLUMNS)
+# By kind, as the server stores them: the number columns (`reward` required; `time` one number
+# for all or one per sample) and the string columns (`env` one name for all or one per sample).
+NUMBER_COLUMNS = ("reward", *OPTIONAL_NUMBER_COLUMNS, "time")
+STRING_COLUMNS = (*ID_COLUMNS, "env", *OPTIONAL_LABEL_COLUMNS)
+# Every per-sample column but `metrics` (`step`, `env` and `time` may be one value for all).
+SAMPLE_COLUMNS = ("step", *ID_COLUMNS, "reward", "env", *OPTIONAL_COLUMNS, "time")
+
+# ---------------------------------------------------------------- text limit
+
+_text_limit = DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE
+
+
+def set_text_limit(max_bytes: int) -> None:
+    """The most UTF-8 bytes of `prompt` and `completion` text one samples message may carry.
+    The server sets it from its settings (ingest.texts); the default is the protocol's."""
+    global _text_limit
+    if max_bytes < 0:
+        raise ValueError("the text limit must be ≥ 0")
+    _text_limit = int(max_bytes)
+
+
+def text_limit() -> int:
+    return _text_limit
+
+
+# ---------------------------------------------------------------- validation
+
+_NONE = np.array([None], dtype=object)  # compared with an object column: where it is null
+
+
+def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Samples:
+    """Check a `samples` message's columns (the table above) and decode them into numpy."""
+    reward_list = require(obj, "reward")
+    if not isinstance(reward_list, list):
+        raise ProtocolError("wrong_type", "reward", "reward must be a list")
+    n = len(reward_list)
+    if n == 0:
+        raise ProtocolError("invalid", "reward", "a samples message needs at least one sample")
+    if n > MAX_SAMPLES_PER_MESSAGE:
+        raise ProtocolError(
+            "too_many", "reward", f"{n} samples; the limit is {MAX_SAMPLES_PER_MESSAGE}"
+        )
+    step_value = require(obj, "step")
+    if isinstance(step_value, list):
+        step = _int_column(step_value, "step", n)
+        distinct = np.unique(step).size
+        if distinct > MAX_STEPS_PER_MESSAGE:
+            raise ProtocolError(
+                "too_many", "step", f"{distinct} distinct steps; a samples message may span at "
+                f"most {MAX_STEPS_PER_MESSAGE} (split it into several messages)")
+    else:
+        step = np.full(n, step_number(step_value, "step"), dtype=np.int64)
+    discard = _str_column(obj, "discard_reason", n, allow_scalar=True)
+    if discard is None:
+        discard = np.full(n, "", dtype="<U1")
+    else:
+        bad = ~np.isin(discard, ("",) + DISCARD_REASONS)
+        if bad.any():
+            raise ProtocolError(
+                "invalid", "discard_reason",
+                f"unknown discard reason {str(discard[bad][0])!r}; expected null or one of "
+                f"{DISCARD_REASONS}",
+            )
+    env = _str_column(obj, "env", n, allow_scalar=True)
+    prompt, completion, text_bytes = _text_columns(obj, n)
+    return Samples(
+        mid, mtype, run, n,
+        step=step,
+        sample_id=_id_column(obj, "sample_id", n),
+        group_id=_id_column(obj, "group_id", n),
+        reward=_float_column(reward_list, "reward", n),
+        env=np.full(n, "", dtype="<U1") if env is None else env,
+        advantage=_opt_float_column(obj, "advantage", n),
+        prompt_tokens=_opt_float_column(obj, "prompt_tokens", n),
+        completion_tokens=_opt_float_column(obj, "completion_tokens", n),
+        stop_reason=_str_column(obj, "stop_reason", n, allow_scalar=False),
+        off_policy_steps=_opt_float_column(obj, "off_policy_steps", n),
+        discard_reason=discard,
+        time=_opt_float_column(obj, "time", n),
+        metrics=_metric_columns(obj.get("metrics"), n),
+        prompt=prompt,
+        completion=completion,
+        text_bytes=text_bytes,
+    )
+
+
+def _check_list(values: Any, name: str, n: int) -> list[Any]:
+    if not isinstance(values, list):
+        raise ProtocolError("wrong_type", name, f"{name} must be a list")
+    if len(values) != n:
+        raise ProtocolError(
+            "length_mismatch", name, f"{name} has {len(values)} values; reward has {n}"
+        )
+    return values
+
+
+def _float_column(values: Any, name: str, n: int) -> np.ndarray:
+    values = _check_list(values, name, n)
+    # map(type) runs in C; it keeps bools and numeric strings out, which numpy would coerce.
+    if not set(map(type, values)) <= _NULLABLE_NUMBER_TYPES:
+        raise ProtocolError("wrong_type", name, f"{name} must hold numbers or nulls")
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except OverflowError:
+        raise ProtocolError("invalid", name, f"{name} holds a number out of range") from None
+    arr[~np.isfinite(arr)] = np.nan
+    return arr
+
+
+def _opt_float_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray | None:
+    values = obj.get(name)
+    return None if values is None else _float_column(values, name, n)
+
+
+def _int_column(values: Any, name: str, n: int) -> np.ndarray:
+    values = _check_list(values, name, n)
+    if set(map(type, values)) != {int}:
+        raise ProtocolError("wrong_type", name, f"{name} must hold integers")
+    try:
+        arr = np.array(values, dtype=np.int64)
+    except OverflowError:
+        raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
+    if arr.min() < 0:
+        raise ProtocolError("invalid", name, f"{name} must be ≥ 0")
+    return arr
+
+
+def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
+    values = _check_list(require(obj, name), name, n)
+    kinds = set(map(type, values))
+    if not kinds <= _ID_TYPES:
+        raise ProtocolError("wrong_type", name, f"{name} must hold strings or integers")
+    if kinds == {int}:  # kept as integers: sorting and grouping them is much cheaper
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
+    arr = np.array(values, dtype=str)
+    if arr.dtype.itemsize // 4 > MAX_ID_CHARS:
+        raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_ID_CHARS} chars")
+    return arr
+
+
+def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool) -> np.ndarray | None:
+    values = obj.get(name)
+    if values is None:
+        return None
+    if allow_scalar and isinstance(values, str):
+        return _checked_strings(np.full(n, values), name)
+    values = _check_list(values, name, n)
+    kinds = set(map(type, values))
+    if not kinds <= {str, type(None)}:
+        raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
+    if type(None) in kinds:
+        objects = np.array(values, dtype=object)
+        objects[np.equal(objects, _NONE)] = ""
+        arr = objects.astype(str)
+    else:
+        arr = np.array(values, dtype=str)
+    return _checked_strings(arr, name)
+
+
+def _checked_strings(arr: np.ndarray, name: str) -> np.ndarray:
+    """At most MAX_KEY_CHARS characters and no control characters, checked column-wise."""
+    width = arr.dtype.itemsize // 4
+    if width > MAX_KEY_CHARS:
+        raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_KEY_CHARS} chars")
+    if arr.size and width:
+        codes = np.ascontiguousarray(arr).view(np.uint32).reshape(arr.size, width)
+        inside = np.arange(width) < np.char.str_len(arr).reshape(-1, 1)
+        if np.any(((codes < 32) | (codes == 127)) & inside):
+            raise ProtocolError("invalid", name, f"{name} values must not contain control "
+                                "characters")
+    return arr
+
+
+def utf8_bytes(strings: list[str]) -> int:
+    """The UTF-8 size of some strings (ASCII text is not encoded to count it)."""
+    joined = "".join(strings)
+    return len(joined) if joined.isascii() else len(joined.encode("utf-8", "surrogatepass"))
+
+
+def _text_columns(obj: dict[str, Any], n: int
+                  ) -> tuple[list[str | None] | None, list[str | None] | None, int]:
+    """`prompt` and `completion`: lists of N strings or nulls, any characters, together at most
+    the text limit in UTF-8 bytes (`set_text_limit`); returns both and their bytes."""
+    out: list[list[str | None] | None] = []
+    total = 0
+    for name in TEXT_COLUMNS:
+        values = obj.get(name)
+        if values is None:
+            out.append(None)
+            continue
+        values = _check_list(values, name, n)
+        kinds = set(map(type, values))
+        if not kinds <= {str, type(None)}:
+            raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
+        strings = [v for v in values if v is not None] if type(None) in kinds else values
+        total += utf8_bytes(strings)
+        if total > _text_limit:
+            raise ProtocolError("too_large", name, _too_much_text(name, values, total))
+        out.append(values)
+    return out[0], out[1], total
+
+
+def _too_much_text(name: str, values: list[str | None], total: int) -> str:
+    big = max(range(len(values)), key=lambda i: len(values[i] or ""))
+    size = utf8_bytes([values[big] or ""])
+    if size > _text_limit:
+        return (f"{name}[{big}] is {size:,} bytes of text; the server takes at most "
+                f"{_text_limit:,} bytes of prompt and completion text per samples message")
+    return (f"{name}: the message carries {total:,} bytes of prompt and completion text; the "
+            f"server takes at most {_text_limit:,} per samples message (split the samples into "
+            "smaller messages)")
+
+
+def _metric_columns(metrics: Any, n: int) -> dict[str, np.ndarray]:
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, dict):
+        raise ProtocolError("wrong_type", "metrics", "metrics must be an object of columns")
+    if len(metrics) > MAX_METRICS_PER_MESSAGE:
+        raise ProtocolError("too_many", "metrics", f"more than {MAX_METRICS_PER_MESSAGE} metrics")
+    out: dict[str, np.ndarray] = {}
+    for name, values in metrics.items():
+        field = f"metrics.{name}" if isinstance(name, str) else "metrics"
+        check_key(name, field, kind="metric name")
+        out[name] = _float_column(values, field, n)
+    return out
+
+
