@@ -26,6 +26,8 @@ $(VENV)/.dev: pyproject.toml
 
 # The server, and beside it a live demo run (telescope_ui/live_demo.py; LIVE_DEMO=0: none) that
 # watches the server's pid: `exec` makes the shell's pid the server's, so Ctrl-C stops both.
+# The server collects the static files (static/, plotly, SortableJS from node_modules) into
+# data/static first when a source changed since the last start (telescope_ui/assets.py).
 LIVE_DEMO ?= 1
 run: $(VENV)/.server node_modules/.installed
 	$(PY) manage.py migrate -v 0

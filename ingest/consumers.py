@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -13,14 +16,31 @@ from django.conf import settings
 
 from ingest import auth, broadcast, renormalize
 from ingest.materialize import MATERIALIZER, behind, still_behind
-from ingest.service import handle_frame
+from ingest.service import handle_frames
 from ingest.store import Outcome
 from trainer_hooks.wire.protocol import ProtocolError
+
+log = logging.getLogger(__name__)
 
 CLOSE_BAD_TOKEN = 4401
 CLOSE_TOO_LARGE = 4413
 CLOSE_RATE_LIMITED = 4429
+CLOSE_INTERNAL_ERROR = 1011
 BARRIER_TIMEOUT_SECONDS = 120.0
+# Frames waiting on a connection are applied together, in one transaction (group commit) ...
+GROUP_FRAMES = 64
+GROUP_BYTES = 8 * 1024 * 1024
+# ... and at most this many wait (the socket is not read meanwhile: back-pressure on the client).
+INBOX_FRAMES = 128
+
+
+@functools.cache
+def ingest_executor() -> ThreadPoolExecutor:
+    """The thread that applies frames (with its own database connection), apart from the one
+    Django and Channels share for everything else — page reads, live replays, connection
+    housekeeping between messages — so neither waits behind the other. One: writes of one
+    database serialize anyway (SQLite has one writer; PostgreSQL scales out by processes)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
 
 
 class TokenBucket:
@@ -41,11 +61,13 @@ class TokenBucket:
 
 
 class IngestConsumer(AsyncWebsocketConsumer):
-    """One trainer connection. Frames are handled strictly in order, each in its own
-    transaction; the reply to a frame (one object, or for a batch frame a list with one reply
-    per message, in order) is sent only after its commit (after aggregation, for a barrier)."""
+    """One trainer connection. Frames are handled strictly in order; the frames waiting when
+    the connection's worker is free are applied in one transaction (group commit), and the
+    reply to each frame (one object, or for a batch frame a list with one reply per message, in
+    order) is sent only after that commit (after aggregation, for a barrier)."""
 
     project_id: int | None = None
+    worker: asyncio.Task[None] | None = None
     # No channel of its own: ingest needs no channel layer, so a layer that is down (Redis)
     # cannot fail the handshake; publishing is best effort (ingest.broadcast).
     channel_layer_alias = "__ingest_needs_no_channel__"
@@ -60,6 +82,13 @@ class IngestConsumer(AsyncWebsocketConsumer):
             return
         self.bucket = TokenBucket(settings.TELESCOPE_MAX_MESSAGES_PER_SECOND,
                                   settings.TELESCOPE_RATE_BURST)
+        self.inbox: asyncio.Queue[tuple[Any, bool]] = asyncio.Queue(INBOX_FRAMES)
+
+    async def disconnect(self, code: int) -> None:
+        # Frames not yet committed are not acknowledged: the client resends them (their ids
+        # make a resend that did commit a duplicate ack).
+        if self.worker is not None:
+            self.worker.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.project_id is None:
@@ -73,18 +102,39 @@ class IngestConsumer(AsyncWebsocketConsumer):
         if not self.bucket.take():  # a frame costs one token, a batch frame too
             await self.close(code=CLOSE_RATE_LIMITED)
             return
-        outcomes, batch = await database_sync_to_async(handle_frame)(
-            self.project_id, data, binary=binary)
-        for outcome in outcomes:
-            if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):
-                MATERIALIZER.kick(outcome.run_id)  # before the ack: whoever sees it can wait
-        for outcome in outcomes:
-            if outcome.barrier:
-                await wait_aggregated(outcome)
-        replies = [o.reply for o in outcomes]
-        await self.send(text_data=orjson.dumps(replies if batch else replies[0]).decode())
-        for outcome in outcomes:
-            await broadcast.publish(outcome)
+        await self.inbox.put((data, binary))
+        if self.worker is None:
+            self.worker = asyncio.ensure_future(self._work())
+
+    async def _work(self) -> None:
+        """Apply the waiting frames, in order, a group at a time; reply to each after commit."""
+        assert self.project_id is not None
+        while True:
+            frames = [await self.inbox.get()]
+            size = len(frames[0][0])
+            while not self.inbox.empty() and len(frames) < GROUP_FRAMES and size < GROUP_BYTES:
+                frames.append(self.inbox.get_nowait())
+                size += len(frames[-1][0])
+            try:
+                results = await database_sync_to_async(
+                    handle_frames, thread_sensitive=False, executor=ingest_executor())(
+                    self.project_id, frames)
+            except Exception:  # the database failed: nothing acked, the client resends
+                log.exception("ingest failed; closing the connection")
+                await self.close(code=CLOSE_INTERNAL_ERROR)
+                return
+            for outcomes, _ in results:
+                for outcome in outcomes:
+                    if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):
+                        MATERIALIZER.kick(outcome.run_id)  # before the ack: whoever sees it
+            for outcomes, batch in results:  # can wait
+                for outcome in outcomes:
+                    if outcome.barrier:
+                        await wait_aggregated(outcome)
+                replies = [o.reply for o in outcomes]
+                await self.send(text_data=orjson.dumps(replies if batch else replies[0]).decode())
+                for outcome in outcomes:
+                    await broadcast.publish(outcome)
 
 
 async def wait_aggregated(outcome: Outcome) -> None:

@@ -76,7 +76,7 @@ def observed_in(env: np.ndarray, kept: np.ndarray,
     for none), of each (kind, key, values) column of one message (merged into the run's
     observed ranges at ingest)."""
     out: Observed = {}
-    for name in np.unique(env).tolist():
+    for name in dict.fromkeys(env.tolist()):  # (np.unique sorts strings: far slower)
         mine = kept & (env == name)
         for kind, key, v in columns:
             x = v[mine]

@@ -9,6 +9,8 @@ does in the background. A range seen for the first time changes nothing earlier.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db import connection
 
 from ingest.normalize import Observed, bound, observed_in
@@ -26,10 +28,12 @@ def observed_ranges(run_id: int) -> Observed:
 SIGNIFICANT = 0.01  # a range in use grew by more than this share of its width
 
 
-def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) -> str | None:
+def merge_observed(run_id: int, msg: p.Samples,
+                   declared: Callable[[], dict[str, EnvRanges]]) -> str | None:
     """Widen the run's observed ranges by a samples message. When a range that is in use (not
     fully declared) widened, earlier steps must be re-aggregated: "major" when one grew by more
-    than SIGNIFICANT of its width (or had none), "minor" for smaller creep; else None."""
+    than SIGNIFICANT of its width (or had none), "minor" for smaller creep; else None.
+    `declared()` gives the run's declarations (read only when a range widened)."""
     kept = msg.discard_reason == ""
     columns = [("reward", "reward", msg.reward),
                *(("sample", m, v) for m, v in msg.metrics.items())]
@@ -38,6 +42,7 @@ def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) ->
         return False
     known = observed_ranges(run_id)
     new, widened, change = [], [], None
+    ranges: dict[str, EnvRanges] | None = None
     for (env, kind, key), (lo, hi) in seen.items():
         old = known.get((env, kind, key))
         if old is None:
@@ -45,9 +50,9 @@ def merge_observed(run_id: int, msg: p.Samples, ranges: dict[str, EnvRanges]) ->
         elif lo < old[0] or hi > old[1]:
             wide = (min(lo, old[0]), max(hi, old[1]))
             widened.append((*wide, run_id, env, kind, key))
-            declared = bound(ranges.get(env, EnvRanges()) if env else EnvRanges(), None,
-                             kind, key)
-            if declared.source != "declared":
+            ranges = declared() if ranges is None else ranges
+            decl = bound(ranges.get(env, EnvRanges()) if env else EnvRanges(), None, kind, key)
+            if decl.source != "declared":
                 width = old[1] - old[0]
                 grew = (wide[1] - wide[0] - width) > SIGNIFICANT * width
                 change = "major" if grew or change == "major" else "minor"

@@ -58,38 +58,69 @@ def _apply(project_id: int, msg: p.AnyMessage,
 
 def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:
     """Apply a batch in one transaction; one outcome per message, in order."""
+    with transaction.atomic():
+        return _apply_batch(project_id, objs, {})
+
+
+def _apply_batch(project_id: int, objs: list[Any],
+                 created: dict[tuple[int, str], int]) -> list[Outcome]:
+    """A batch's messages, in the caller's transaction (each with its own savepoint;
+    consecutive plain step messages of one run written together)."""
     if len(objs) > MAX_BATCH_MESSAGES:
         err = p.ProtocolError("too_many", None, f"a batch holds {len(objs)} messages; the "
                               f"limit is {MAX_BATCH_MESSAGES}")
         return [Outcome(err.as_reply(p.message_id(o))) for o in objs]
-    created: dict[tuple[int, str], int] = {}
     msgs = [_validate(o) for o in objs]
     out: list[Outcome] = []
-    with transaction.atomic():
-        i = 0
-        while i < len(msgs):
-            j = bulk.group_end(msgs, i)  # consecutive plain step messages of one run: together
-            if j - i >= bulk.MIN_GROUP:
-                try:
-                    out += bulk.apply_steps(project_id,
-                                            [m for m in msgs[i:j] if bulk.eligible(m)], created)
-                    i = j
-                    continue
-                except bulk.Fallback:
-                    pass  # nothing of the group was written: one by one below
-            for msg in msgs[i:j]:
-                out.append(msg if isinstance(msg, Outcome) else _apply(project_id, msg, created))
-            i = j
+    i = 0
+    while i < len(msgs):
+        j = bulk.group_end(msgs, i)  # consecutive plain step messages of one run: together
+        if j - i >= bulk.MIN_GROUP:
+            try:
+                out += bulk.apply_steps(project_id,
+                                        [m for m in msgs[i:j] if bulk.eligible(m)], created)
+                i = j
+                continue
+            except bulk.Fallback:
+                pass  # nothing of the group was written: one by one below
+        for msg in msgs[i:j]:
+            out.append(msg if isinstance(msg, Outcome) else _apply(project_id, msg, created))
+        i = j
     return out
 
 
 def handle_frame(project_id: int, data: bytes | str, *,
                  binary: bool) -> tuple[list[Outcome], bool]:
     """Decode and apply one frame; returns its outcomes and whether it was a batch."""
-    try:
-        obj = p.decode_frame(data, binary=binary)
-    except p.ProtocolError as exc:
-        return [Outcome(exc.as_reply())], False
-    if isinstance(obj, list):
-        return handle_objects(project_id, obj), True
-    return [handle_object(project_id, obj)], False
+    return handle_frames(project_id, [(data, binary)])[0]
+
+
+def handle_frames(project_id: int, frames: list[tuple[bytes | str, bool]]
+                  ) -> list[tuple[list[Outcome], bool]]:
+    """Decode and apply frames that arrived one after another on a connection, in ONE
+    transaction (group commit: one commit for all of them); per frame its outcomes and whether
+    it was a batch. Each message is still applied as if alone (its own savepoint, ack or
+    error); a database failure fails them all, unacknowledged, for the client to resend."""
+    decoded: list[tuple[Any, bool] | Outcome] = []
+    for data, binary in frames:
+        try:
+            obj = p.decode_frame(data, binary=binary)
+        except p.ProtocolError as exc:
+            decoded.append(Outcome(exc.as_reply()))
+            continue
+        decoded.append((obj, isinstance(obj, list)))
+    out: list[tuple[list[Outcome], bool]] = []
+    created: dict[tuple[int, str], int] = {}
+    with transaction.atomic():
+        for item in decoded:
+            if isinstance(item, Outcome):
+                out.append(([item], False))
+                continue
+            obj, batch = item
+            if batch:
+                out.append((_apply_batch(project_id, obj, created), True))
+            else:
+                msg = _validate(obj)
+                out.append(([msg if isinstance(msg, Outcome)
+                             else _apply(project_id, msg, created)], False))
+    return out

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import orjson
 from django.db import connection, transaction
 from django.db.models import F, Q
 
@@ -151,6 +152,9 @@ class PointWriter:
         """Points to write, one per (series, step) given."""
         self.parts.append((pks, steps, times, values))
         self.n += len(pks)
+        if shown is None and len(pks) > 64:  # many (an aggregation pass): grouped by numpy
+            self._group_points(sids, pks, steps, times, values)
+            return
         for sid, step, t, s in zip(sids, steps, times, shown or values, strict=True):
             pt = self.points.get(sid)
             if pt is None:
@@ -158,6 +162,19 @@ class PointWriter:
             pt["step"].append(step)
             pt["time"].append(t)
             pt["value"].append(s)
+
+    def _group_points(self, sids: list[str], pks: list[int], steps: list[int],
+                      times: list[float], values: list[float | None]) -> None:
+        """`add_rows`' live-page copy, grouped per series with a few numpy calls per series
+        rather than Python per point (a withdrawn point's None becomes NaN: sent as null)."""
+        block = pointstore.Block.of(pks, steps, times, values)
+        order = np.argsort(block.pk, kind="stable")
+        cuts = np.flatnonzero(np.diff(block.pk[order])) + 1
+        for idx in np.split(order, cuts):
+            pt = self.points.setdefault(sids[int(idx[0])], {"step": [], "time": [], "value": []})
+            pt["step"] += block.step[idx].tolist()
+            pt["time"] += block.time[idx].tolist()
+            pt["value"] += block.value[idx].tolist()
 
     def see_step(self, step: int, t: float | None = None) -> None:
         """A step arrived (at trainer time `t` for a step message: the clock of the ETA)."""
@@ -275,7 +292,7 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
             [(w.run.pk, s, now, True, b"", b"") for s in steps.tolist()],
         )
     w.left_out.update(texts.store(w.run.pk, msg))  # prompts and completions, apart
-    change = merge_observed(w.run.pk, msg, env_ranges(w.run.pk))
+    change = merge_observed(w.run.pk, msg, lambda: env_ranges(w.run.pk))
     if change is not None:
         renormalize.schedule(w.run.pk, change)  # a wider observed range renormalizes every step
     w.dirty = True
@@ -283,13 +300,17 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
 
 
 def env_ranges(run_id: int) -> dict[str, EnvRanges]:
+    """The run's declared ranges per environment (raw SQL: read per aggregation pass)."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT name, reward_min, reward_max, metrics_ranges FROM ingest_environment"
+                    " WHERE run_id = %s", [run_id])
+        rows = cur.fetchall()
     out = {}
-    for env in Environment.objects.filter(run_id=run_id):
-        metrics = {
-            name: MetricRange(spec.get("min"), spec.get("max"), bool(spec.get("invert")))
-            for name, spec in (env.metrics_ranges or {}).items()
-        }
-        out[env.name] = EnvRanges(env.reward_min, env.reward_max, metrics)
+    for name, lo, hi, specs in rows:
+        specs = orjson.loads(specs) if isinstance(specs, str | bytes) else specs
+        metrics = {m: MetricRange(spec.get("min"), spec.get("max"), bool(spec.get("invert")))
+                   for m, spec in (specs or {}).items()}
+        out[name] = EnvRanges(lo, hi, metrics)
     return out
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from setuptools.command.build_py import build_py
-from setuptools.errors import SetupError
+from setuptools.command.build_py import build_py  # type: ignore[import-untyped]
+from setuptools.errors import SetupError  # type: ignore[import-untyped]
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 SORTABLE = CHECKOUT / "node_modules" / "sortablejs"
@@ -17,7 +17,7 @@ FILES = {SORTABLE / "modular" / "sortable.esm.js": "sortable.esm.js",
          SORTABLE / "LICENSE": "LICENSE"}
 
 
-class BuildPy(build_py):
+class BuildPy(build_py):  # type: ignore[misc]
     def run(self) -> None:
         super().run()
         if self.editable_mode:

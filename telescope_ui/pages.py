@@ -17,7 +17,6 @@ from ingest import reads
 from ingest.models import Run
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 
-
 # A static import by relative path: `import ... from './x.js'`, `import '../vendor/y.js'`.
 IMPORT = re.compile(r"""^\s*import\s[^'"]*?['"](\.\.?/[\w./-]+\.js)['"]""", re.M)
 

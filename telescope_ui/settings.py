@@ -114,7 +114,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "telescope.sqlite3",
+            "NAME": str(DATA_DIR / "telescope.sqlite3"),
             "CONN_MAX_AGE": None,  # reconnecting re-runs the PRAGMAs: keep connections
             # IMMEDIATE: writers take the lock at BEGIN, so two writers never deadlock upgrading.
             "OPTIONS": {

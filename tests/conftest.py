@@ -120,8 +120,9 @@ def _materializer_leaves_no_connection(django_db_setup: None,
     yield
     from django.db import connections
 
+    from ingest.consumers import ingest_executor
     from ingest.materialize import MATERIALIZER
 
     with django_db_blocker.unblock():
-        for executor in (MATERIALIZER.executor, MATERIALIZER.ahead):
+        for executor in (MATERIALIZER.executor, MATERIALIZER.ahead, ingest_executor()):
             executor.submit(connections.close_all).result(timeout=60)

@@ -13,9 +13,9 @@ import {
   addSeries, dropInto, findNode, NEW_SECTION, removeSeries, setAxis, setPlotSettings,
 } from './custom_ops.js';
 import { Palette } from './custom_palette.js';
-import { Plot } from './custom_plot.js';
+import { nameCard, placeholder, Plot } from './custom_plot.js';
 import { LayoutSaver } from './custom_store.js';
-import { metricLabel, paletteTree, passes, plotTitle } from './custom_tree.js';
+import { metricLabel, passes, plotTitle, seriesChoices } from './custom_tree.js';
 import { h } from './dom.js';
 import { normalizeLayout, plotsOf, SETTINGS } from './layout.js';
 import { ChartPrefs } from './prefs.js';
@@ -159,23 +159,16 @@ export class CustomView {
         setAxis: (sid, axis) => this.edit((l) => setAxis(l, id, sid, axis)),
         removeSeries: (sid) => this.edit((l) => removeSeries(l, id, sid)),
         addSeries: (sid, axis) => this.edit((l) => addSeries(l, id, sid, axis)),
-        options: () => this.seriesOptions(),
+        options: () => seriesChoices([...this.entries.values()]),
       });
       this.charts.set(id, plot);
       this.placeholders.delete(id);
       this.page.visibility.observe(plot);
       return plot.el;
     }
-    let card = this.placeholders.get(node.id);
-    if (!card) {
-      card = h('article', { class: 'chart missing' }, h('header', { class: 'chart-head' },
-        h('h4', { class: 'chart-title' }), h('div', { class: 'chart-tools' })),
-      h('p', { class: 'chart-note' }, 'Not in the runs shown (yet).'));
-      this.placeholders.set(node.id, card);
-    }
-    const title = card.querySelector('.chart-title');
-    title.textContent = plotTitle(node);
-    title.title = node.series.map((s) => s.id).join('\n');
+    if (!this.placeholders.has(node.id)) this.placeholders.set(node.id, placeholder());
+    const card = this.placeholders.get(node.id);
+    nameCard(card, node);
     return card;
   }
 
@@ -238,13 +231,6 @@ export class CustomView {
     this.addAtEnd({ ids: g.entries.map((e) => e.id), title: g.title, section: g.section }, `group ${g.title}`);
   }
 
-  /** Every metric of the runs shown, for a plot's Add series form: [{title, options}]. */
-  seriesOptions() {
-    return paletteTree([...this.entries.values()]).map((sec) => ({ title: sec.title,
-      options: sec.items.flatMap((it) => (it.type === 'group' ? it.entries.map((e) => [it.title, e]) : [[null, it.entry]]))
-        .map(([group, e]) => ({ id: e.id, text: [group, metricLabel(e).title].filter(Boolean).join(' · ') })) }));
-  }
-
   focusList() {
     this.palette.focus();
   }
@@ -269,14 +255,6 @@ export class CustomView {
     this.name = stored.name;
     this.names = stored.names;
     this.saver.name = stored.name;
-    history.replaceState(null, '', this.url(this.name));
     this.page.syncUrl(); // the view tabs follow
-  }
-
-  url(name) {
-    const url = new URL(location.href);
-    if (name === null || name === 'default') url.searchParams.delete('dashboard');
-    else url.searchParams.set('dashboard', name);
-    return url.toString();
   }
 }

@@ -11,7 +11,7 @@ import { safeFilename } from './text.js';
 const EMPTY = '';
 
 export class Dashboards {
-  /** `view`: {runId, name, names, layout, status(text), flush(), discard(), url(name), renamed(stored)}. */
+  /** `view`: {runId, name, names, layout, status(text), flush(), discard(), renamed(stored)}. */
   constructor(view) {
     this.view = view;
     this.picker = h('select', { class: 'dashboard-picker', 'aria-label': 'Dashboard' });
@@ -94,6 +94,7 @@ export class Dashboards {
         view.status(`Saved as template “${name}”`);
       } else if (name !== view.name) {
         const got = await renameLayout(view.runId, view.name, name);
+        history.replaceState(null, '', this.url(got.name));
         view.renamed(got);
         this.fill();
         view.status('Renamed');
@@ -125,7 +126,7 @@ export class Dashboards {
     this.view.discard();
     try {
       await deleteLayout(this.view.runId, this.view.name);
-      location.assign(this.view.url(null));
+      location.assign(this.url(null));
     } catch (err) {
       this.view.status(`Not deleted (${err.body?.error ?? err.message})`);
     }
@@ -133,7 +134,15 @@ export class Dashboards {
 
   async open(name) {
     await this.view.flush();
-    location.assign(this.view.url(name));
+    location.assign(this.url(name));
+  }
+
+  /** This page for dashboard `name` (null: the default one). */
+  url(name) {
+    const url = new URL(location.href);
+    if (name === null || name === 'default') url.searchParams.delete('dashboard');
+    else url.searchParams.set('dashboard', name);
+    return url.toString();
   }
 
   /** The dashboard as a file: its name and layout, in the layout format (layout.js). */

@@ -3,8 +3,9 @@
 // of the metric list is a Sortable. SortableJS moves elements while the pointer moves; on the
 // drop, `onDrop(what, container, index)` says what happened and the board re-renders from the
 // edited layout, so the layout, not the DOM, is the truth. Pointer events (its fallback mode)
-// for mouse, pen and touch alike; a drop lands before the element under the pointer when the
-// pointer is on its first half, after it on its second half (`invertSwap`).
+// for mouse, pen and touch alike (on touch, hold a moment to drag; a swipe scrolls); a drop
+// lands before the element under the pointer when the pointer is on its first half, after it
+// on its second half (`invertSwap`).
 
 import Sortable from '../vendor/sortablejs/sortable.esm.js';
 
@@ -12,6 +13,8 @@ import Sortable from '../vendor/sortablejs/sortable.esm.js';
 export const SECTIONS = 'sections';
 export const PLOTS = 'plots';
 
+/** What moves in any list: sections, groups, plots, and metrics and groups of the metric list. */
+export const ITEMS = '.dash-section, .dash-group, .chart, .palette-item, .palette-group';
 const reducedMotion = () => matchMedia('(prefers-reduced-motion: reduce)').matches;
 const waiting = []; // what must not rebuild lists in the middle of a drag
 
@@ -49,6 +52,8 @@ export function sortable(el, options, onDrop) {
     forceFallback: true,
     fallbackOnBody: true,
     fallbackTolerance: 4,
+    delay: 150, // on touch only: a press that lingers drags, a quick swipe scrolls
+    delayOnTouchOnly: true,
     invertSwap: true,
     emptyInsertThreshold: 20,
     filter: 'input, select, textarea, .chart-settings, .plot-form, .title-edit',
@@ -59,9 +64,12 @@ export function sortable(el, options, onDrop) {
     direction: (evt, target) => direction(el, target),
     onUnchoose: idle,
     onEnd: (evt) => {
+      // Counted here: SortableJS counts by the source list's `draggable`, which another list's
+      // elements need not match.
+      const index = [...evt.to.children].filter((c) => c.matches(ITEMS)).indexOf(evt.item);
       if (evt.pullMode === 'clone') evt.clone.replaceWith(evt.item); // the list keeps its item
-      if (evt.from === evt.to && evt.oldDraggableIndex === evt.newDraggableIndex) return;
-      onDrop(evt.item, evt.to.dataset.container, evt.newDraggableIndex);
+      if (evt.from === evt.to && evt.oldDraggableIndex === index) return;
+      onDrop(evt.item, evt.to.dataset.container, index);
     },
     ...options,
   });

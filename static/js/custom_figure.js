@@ -2,7 +2,8 @@
 // environments; any mix), every overlaid run's, on a left and, when needed, a right y axis.
 // One run: each series its own colour (the first the run's). Several runs: each run its colour
 // (runs are told apart first), each series its dash. A series set to `auto` goes on the right
-// when its values are AXIS_RATIO times larger or smaller than the first left series'. No DOM.
+// when its values are AXIS_RATIO times larger or smaller than the first left series'. Only a
+// plot of one series draws its ± std band. No DOM.
 
 import {
   baseLayout, lastPointTrace, lineTraces, prepareRun, referenceShapes, xOf, yAxisRange,
@@ -11,8 +12,9 @@ import { escapePlotly } from './text.js';
 import { timeUnit } from './transforms.js';
 
 export const AXIS_RATIO = 10;
-export const SERIES_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
-  '#17becf', '#bcbd22', '#7f7f7f'];
+export const SERIES_COLORS = ['#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2', '#ff9da7',
+  '#9c755f', '#4e79a7', '#bab0ac'];
+const NEAR = 90; // RGB distance under which two colours read as one
 const DASHES = ['solid', 'dot', 'dash', 'longdash', 'dashdot', 'longdashdot'];
 
 /** The largest |value| among the accepted points of prepared runs (null when none). */
@@ -43,10 +45,18 @@ export function assignAxes(axes, mags) {
   });
 }
 
-/** Colour of series `i` of a one-run plot: the run's first, then a palette without it. */
+const rgb = (hex) => (/^#[0-9a-f]{6}$/i.test(hex) ? [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)) : null);
+
+/** How far apart two '#rrggbb' colours are (RGB distance; Infinity when one is not a colour). */
+export function colorDistance(a, b) {
+  const [x, y] = [rgb(a), rgb(b)];
+  return x && y ? Math.hypot(x[0] - y[0], x[1] - y[1], x[2] - y[2]) : Infinity;
+}
+
+/** Colour of series `i` of a one-run plot: the run's first, then a palette without its like. */
 export function seriesColor(i, runColor) {
   if (i === 0) return runColor;
-  const rest = SERIES_COLORS.filter((c) => c.toLowerCase() !== String(runColor).toLowerCase());
+  const rest = SERIES_COLORS.filter((c) => colorDistance(c, runColor) >= NEAR);
   return rest[(i - 1) % rest.length];
 }
 
@@ -63,7 +73,8 @@ export function buildPlotFigure({ series, runs, chart, page, theme, zoom = null,
   const many = runs.length > 1;
   const bySeries = series.map((s, i) => runs.map((run) => {
     const color = many ? run.color : seriesColor(i, run.color);
-    const p = prepareRun({ ...run, ...run.lines[i] }, chart, page);
+    const std = series.length === 1 ? run.lines[i]?.std : null; // bands of several would hide each other
+    const p = prepareRun({ ...run, ...run.lines[i], std }, chart, page);
     if (p) p.run = { id: run.id, name: run.name, color, range: run.lines[i]?.range ?? null };
     return p;
   }).filter(Boolean));

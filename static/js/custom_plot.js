@@ -34,8 +34,7 @@ export class Plot extends Chart {
   setNode(node) {
     const sig = JSON.stringify(node.series);
     this.node = node;
-    this.title.textContent = plotTitle(node);
-    this.title.title = node.series.map((s) => s.id).join('\n');
+    nameCard(this.el, node);
     if (sig !== this.seriesSig) {
       this.seriesSig = sig;
       this.renderSeries();
@@ -56,9 +55,10 @@ export class Plot extends Chart {
     return this.categorical ? known.slice(0, 1) : known.filter((s) => !s.entry.categorical);
   }
 
-  /** The series one run draws for `entry`: raw or normalized, and its ± std band. */
+  /** The series one run draws for `entry`: raw or normalized, and its ± std band (a plot of
+   * one series only: several bands would hide each other). */
   lineIds(store, entry) {
-    const band = this.settings.band ? this.page.stdIdFor(entry) : null;
+    const band = this.settings.band && this.drawn().length === 1 ? this.page.stdIdFor(entry) : null;
     if (!(this.page.settings.normalize && normalizes(entry))) return { main: entry.id, std: band };
     return { main: store.twinOf(entry), std: band ? store.twinOf(entry, 'std') : null };
   }
@@ -116,11 +116,12 @@ export class Plot extends Chart {
         ? h('span', { class: `series-dash dash-${seriesDash(i)}`, 'aria-hidden': 'true' })
         : h('span', { class: 'series-swatch', style: `background:${seriesColor(i, this.page.runs[0]?.color)}`, 'aria-hidden': 'true' });
       const axisText = s.axis === 'auto' ? `auto${side ? ` (${side})` : ''}` : s.axis;
+      const axis = drawn.length > 1 && i >= 0 ? h('button', { type: 'button', class: 'tool axis',
+        title: 'y axis: auto, left or right', 'aria-label': `Axis of ${name}: ${axisText}`,
+        onclick: () => this.actions.setAxis(s.id, AXIS_NEXT[s.axis]) },
+      s.axis === 'auto' ? `${side === 'right' ? 'R' : 'L'} auto` : s.axis === 'left' ? 'L' : 'R') : null;
       return h('li', { class: i < 0 ? 'missing' : null, dataset: { seriesId: s.id, axis: s.axis, side: side ?? '' } },
-        key, h('span', { class: 'series-name', title: i < 0 ? `${s.id}: not in the runs shown` : s.id }, name),
-        h('button', { type: 'button', class: 'tool axis', title: 'y axis: auto, left or right',
-          'aria-label': `Axis of ${name}: ${axisText}`, onclick: () => this.actions.setAxis(s.id, AXIS_NEXT[s.axis]) },
-        s.axis === 'auto' ? `${side === 'right' ? 'R' : 'L'} auto` : s.axis === 'left' ? 'L' : 'R'),
+        key, h('span', { class: 'series-name', title: i < 0 ? `${s.id}: not in the runs shown` : s.id }, name), axis,
         h('button', { type: 'button', class: 'tool', title: 'Remove from the plot',
           'aria-label': `Remove ${name} from the plot`, onclick: () => this.actions.removeSeries(s.id) }, '×'));
     }));
@@ -173,4 +174,18 @@ export class Plot extends Chart {
     const csv = toCSV(['run', 'series', 'step', 'time', 'value'], rows);
     download(new Blob([csv], { type: 'text/csv' }), safeFilename(plotTitle(this.node), 'csv'));
   }
+}
+
+/** The card of a plot no run shown has a series of (yet). */
+export function placeholder() {
+  return h('article', { class: 'chart missing' }, h('header', { class: 'chart-head' },
+    h('h4', { class: 'chart-title' }), h('div', { class: 'chart-tools' })),
+  h('p', { class: 'chart-note' }, 'Not in the runs shown (yet).'));
+}
+
+/** A plot card's title: the plot's, its series' ids in the tooltip. */
+export function nameCard(card, node) {
+  const title = card.querySelector('.chart-title');
+  title.textContent = plotTitle(node);
+  title.title = node.series.map((s) => s.id).join('\n');
 }

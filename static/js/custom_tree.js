@@ -90,3 +90,10 @@ export function paletteTree(entries, test = () => true) {
   }
   return order;
 }
+
+/** Every metric of `entries` for a plot's Add series list: [{title, options: [{id, text}]}]. */
+export function seriesChoices(entries) {
+  return paletteTree(entries).map((sec) => ({ title: sec.title,
+    options: sec.items.flatMap((it) => (it.type === 'group' ? it.entries.map((e) => [it.title, e]) : [[null, it.entry]]))
+      .map(([group, e]) => ({ id: e.id, text: [group, metricLabel(e).title].filter(Boolean).join(' · ') })) }));
+}

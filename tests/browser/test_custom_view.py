@@ -5,6 +5,7 @@ list, everything saved on the server for the project and shown again after a rel
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, unquote
 
 import pytest
 
@@ -25,11 +26,13 @@ SETTLED = """([container, index, target, fx, fy, px, py]) => {
   if (ghosts.length !== 1) return false;
   const ghost = ghosts[0];
   const t = document.querySelector(target).getBoundingClientRect();
-  const aimed = Math.abs(t.left + t.width * fx - px) <= 2 && Math.abs(t.top + t.height * fy - py) <= 2;
+  const aimed = Math.abs(t.left + t.width * fx - px) <= 2
+    && Math.abs(t.top + t.height * fy - py) <= 2;
   const onGhost = ghost.contains(document.elementFromPoint(px, py));
   const items = [...ghost.parentElement.children].filter((el) => el.matches(
     '.chart, .dash-group, .dash-section, .palette-item, .palette-group'));
-  const there = ghost.parentElement.dataset.container === container && items.indexOf(ghost) === index;
+  const there = ghost.parentElement.dataset.container === container
+    && items.indexOf(ghost) === index;
   if (there && (aimed || onGhost)) return 'ok';
   return aimed ? false : 'moved';
 }"""
@@ -78,25 +81,30 @@ def open_custom(pg, dashboard, run: str, layout: Any = None) -> int:
     return run_id
 
 
-def board(pg) -> list[Any]:
-    """The board as shown: [[section title, [plot title | [group title, [plot titles]]]]]."""
-    return pg.evaluate("""() => [...document.querySelectorAll('.board > .dash-section')].map(s => [
+def board(pg, keys: bool = False) -> list[Any]:
+    """The board as shown: [[section title, [plot | [group title, [plots]]]]], a plot named by
+    its title, or with `keys` by the keys of its series (as stored() names it)."""
+    return pg.evaluate("""(keys) => {
+      const title = (c) => c.querySelector('.chart-title');
+      const name = (c) => keys ? title(c).title.split('\\n')
+        .map((id) => decodeURIComponent(id.split('|')[1])).join(', ') : title(c).textContent;
+      return [...document.querySelectorAll('.board > .dash-section')].map(s => [
         s.querySelector('.section-title').textContent,
         [...s.querySelector(':scope > .dash-body').children].map(el => el.matches('.dash-group')
           ? [el.querySelector('.group-title').textContent,
-             [...el.querySelector('.dash-body').children].map(c => c.querySelector('.chart-title').textContent)]
-          : el.querySelector('.chart-title').textContent)])""")
+             [...el.querySelector('.dash-body').children].map(name)]
+          : name(el))]); }""", keys)
 
 
 def stored(dashboard, run_id: int, pg=None, name: str = "default") -> list[Any]:
     """The saved layout in board()'s shape (a plot named by its series' keys), once saved."""
     if pg is not None:
         pg.wait_for_function("document.querySelector('.save-status').textContent === 'Saved'")
-    got = dashboard.get(f"/api/runs/{run_id}/layout?name={name}")
+    got = dashboard.get(f"/api/runs/{run_id}/layout?name={quote(name)}")
     assert got["version"] == 2
 
     def named(p: dict) -> str:
-        return p["title"] or ", ".join(s["id"].split("|")[1] for s in p["series"])
+        return ", ".join(unquote(s["id"].split("|")[1]) for s in p["series"])
 
     return [[s["title"], [[it["title"], [named(p) for p in it["plots"]]] if it["type"] == "group"
                           else named(it) for it in s["items"]]] for s in got["sections"]]
@@ -113,10 +121,11 @@ def node(nid: str) -> str:
 
 
 def drag(pg, handle: str, target: str, fx: float, fy: float, container: str, index: int) -> None:
-    """Press on `handle` (a Playwright selector) and move the mouse in steps to the spot (fx, fy)
-    of `target`'s box (CSS), aiming again while the page reflows under the pointer, as a hand
-    does; drop once SortableJS shows the element at `index` of list `container` (its
-    data-container) and nothing moves. Where it then lands, the caller checks."""
+    """Press on `handle` (a Playwright selector), pull it out of its place in steps, then move
+    the mouse to the spot (fx, fy) of `target`'s box (CSS), aiming again while the page
+    reflows under the pointer, as a hand does; drop once SortableJS shows the element at
+    `index` of list `container` (its data-container) and nothing moves. Where it then lands,
+    the caller checks."""
     pg.locator(handle).first.scroll_into_view_if_needed()
     box = pg.locator(handle).first.bounding_box()
     x, y = box["x"] + min(14, box["width"] / 2), box["y"] + box["height"] / 2
@@ -126,7 +135,7 @@ def drag(pg, handle: str, target: str, fx: float, fy: float, container: str, ind
     for _ in range(6):
         t = pg.locator(target).first.bounding_box()
         px, py = t["x"] + t["width"] * fx, t["y"] + t["height"] * fy
-        pg.mouse.move(px, py, steps=12)
+        pg.mouse.move(px, py)  # one move: the spot, not whatever lies on the way to it
         state = pg.wait_for_function(SETTLED, arg=[container, index, target, fx, fy, px, py])
         if state.json_value() == "ok":
             break
@@ -166,7 +175,7 @@ def test_plots_groups_and_sections_move_by_pointer_drags_to_the_exact_place(page
          ".dash-section[data-node-id=s1] .dash-section-head", 0.5, 0.3, ":root", 0)
     want = [["Two", ["e"]], ["One", [["G", ["b"]], "a", "d", "c"]]]
     assert board(page) == want
-    assert stored(dashboard, run_id, page) == want
+    assert stored(dashboard, run_id, page) == board(page, keys=True)
     page.reload()  # a reload keeps everything
     page.wait_for_selector(card("c"))
     assert board(page) == want
@@ -187,16 +196,16 @@ def test_metrics_and_groups_drop_in_from_the_list_as_new_plots(page, dashboard):
     page.click(".palette-toggle[data-toggle='user:perf']")
     drag(page, ".palette-group:has(.palette-name:text-is('gpu')) .palette-group-head .count",
          node("pa"), 0.2, 0.5, "s1", 1)  # a group of the list: a group of its plots
-    assert board(page) == [["Main", ["kl", ["gpu", ["perf/gpu/util", "perf/gpu/mem"]], "Entropy", "kl"]]]
+    gpu = ["gpu", ["perf/gpu/util", "perf/gpu/mem"]]
+    assert board(page) == [["Main", ["kl", gpu, "Entropy", "kl"]]]
     drag(page, kl, ".new-section-drop", 0.5, 0.5, ":new", 0)  # onto the end: a new section
-    want = [["Main", ["kl", ["gpu", ["perf/gpu/util", "perf/gpu/mem"]], "Entropy", "kl"]],
-            ["General", ["kl"]]]
+    want = [["Main", ["kl", gpu, "Entropy", "kl"]], ["General", ["kl"]]]
     assert board(page) == want
     assert "on-board" in page.get_attribute(kl, "class")
     page.click(".palette-item[data-metric-id='step|entropy||'] button.add")  # Add: the end
     want[1][1].append("Entropy")
     assert board(page) == want
-    assert stored(dashboard, run_id, page) == want
+    assert stored(dashboard, run_id, page) == board(page, keys=True)
 
 
 def test_the_keyboard_moves_renames_collapses_widens_and_removes(page, dashboard):
@@ -250,6 +259,7 @@ def test_the_keyboard_moves_renames_collapses_widens_and_removes(page, dashboard
     assert page.evaluate("document.activeElement.closest('.chart')"
                          "?.querySelector('.chart-title').textContent") == "e"
     want = [["Second", ["e"]], ["One", ["a", "b", ["G", ["d"]]]]]
+    assert board(page) == want
     assert stored(dashboard, run_id, page) == want
     page.reload()
     page.wait_for_selector(card("e"))

@@ -87,7 +87,7 @@ def test_tool_metrics_merge_into_sample_metrics_without_overriding_the_environme
 
 def test_a_wrapped_compute_reward_records_every_result_with_its_identity() -> None:
     client = FakeClient()
-    rec = RewardRecorder(client, env="countdown", step=7)  # type: ignore[arg-type]
+    rec = RewardRecorder(client, env="countdown", step=7)
 
     class Env:
         @rec.capture
@@ -112,7 +112,7 @@ def test_a_wrapped_compute_reward_records_every_result_with_its_identity() -> No
 
 async def test_an_async_compute_reward_with_a_context_and_tool_metrics() -> None:
     client = FakeClient()
-    rec = RewardRecorder(client)  # type: ignore[arg-type]
+    rec = RewardRecorder(client)
 
     def context(completion: str, state: dict[str, Any]) -> dict[str, Any]:
         return {"sample_id": state["id"], "group_id": state["group"], "step": 3,
@@ -133,7 +133,7 @@ async def test_an_async_compute_reward_with_a_context_and_tool_metrics() -> None
 
 
 def test_recording_problems_are_counted_never_raised(caplog: pytest.LogCaptureFixture) -> None:
-    rec = RewardRecorder(FakeClient())  # type: ignore[arg-type]
+    rec = RewardRecorder(FakeClient())
 
     @rec.capture
     def compute_reward(completion: str) -> float:  # no identity to find, no step
@@ -151,7 +151,7 @@ def test_recording_problems_are_counted_never_raised(caplog: pytest.LogCaptureFi
 
 def test_the_recorder_flushes_by_itself_when_full() -> None:
     client = FakeClient()
-    rec = RewardRecorder(client, step=0, auto_flush=3)  # type: ignore[arg-type]
+    rec = RewardRecorder(client, step=0, auto_flush=3)
     for i in range(7):
         rec.record(RewardResult(i, {}), sample_id=i, group_id=0)
     assert [len(c["reward"]) for c in client.calls] == [3, 3] and rec.pending == 1

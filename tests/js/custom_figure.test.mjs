@@ -3,7 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { assignAxes, AXIS_RATIO, buildPlotFigure, seriesColor, SERIES_COLORS } from '../../static/js/custom_figure.js';
+import {
+  assignAxes, AXIS_RATIO, buildPlotFigure, colorDistance, seriesColor, SERIES_COLORS,
+} from '../../static/js/custom_figure.js';
 
 const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
 const page = { xaxis: 'step', ema: false, span: 10, normalize: false, maxStep: null, maxTime: null };
@@ -57,10 +59,22 @@ test('several runs: colour by run, dash by series; names say both', () => {
   assert.equal(t[1].name, 'run-2 · a');
 });
 
-test('the same series may be drawn by several plots; a colour is never the run\'s twice', () => {
+test('a series is never drawn in a colour like its run\'s', () => {
   assert.equal(seriesColor(0, SERIES_COLORS[0]), SERIES_COLORS[0]);
-  assert.notEqual(seriesColor(1, SERIES_COLORS[0]), SERIES_COLORS[0]);
   assert.equal(seriesColor(1, '#112233'), SERIES_COLORS[0]);
+  for (const run of ['#4e79a7', '#1f77b4', '#f28e2b', '#59a14f', '#e15759']) { // runs' own colours
+    for (let i = 1; i < 6; i++) assert.ok(colorDistance(seriesColor(i, run), run) >= 90, `${run} ${i}`);
+  }
+  assert.equal(colorDistance('#000000', 'not a colour'), Infinity);
+});
+
+test('a plot of several series draws no std band; one series keeps it', () => {
+  const std = { ...data([0.1, 0.1]) };
+  const one = buildPlotFigure({ series: [serie('a')], runs: [run(1, [{ ...line([1, 2]), std }])], chart, page, theme });
+  assert.ok(one.data.some((t) => t.meta.role === 'band'));
+  const two = buildPlotFigure({ series: [serie('a'), serie('b')],
+    runs: [run(1, [{ ...line([1, 2]), std }, { ...line([1, 3]), std }])], chart, page, theme });
+  assert.ok(!two.data.some((t) => t.meta.role === 'band'));
 });
 
 test('y min / max and log apply to the left axis; the right one scales itself', () => {

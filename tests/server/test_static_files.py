@@ -196,6 +196,7 @@ def test_the_metrics_page_loads_every_module_in_chromium(server: LiveServer) -> 
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("chromium is not installed (CI=true: browser tests must run)")
         pytest.skip("chromium is not installed")
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     url = metrics_url(server)
@@ -214,9 +215,11 @@ def test_the_metrics_page_loads_every_module_in_chromium(server: LiveServer) -> 
                 page.on("response", lambda r, p=problems: r.status >= 400 and p.append(
                     f"{r.status} {r.url}"))
                 page.goto(f"{url}?view={view}")
-                # metrics.js runs only once every module of its graph has loaded and run.
-                page.wait_for_selector("#controls > *")
-                page.wait_for_function("() => !!window.Plotly")  # the preloaded plotly.min.js
+                try:  # metrics.js runs once every module of its graph has loaded and run
+                    page.wait_for_selector("#controls > *", timeout=20_000)
+                    page.wait_for_function("() => !!window.Plotly")  # the preloaded plotly
+                except PlaywrightTimeout:
+                    pytest.fail(f"the {view} view's modules did not run: {problems}")
                 loaded = set(page.evaluate(
                     "() => performance.getEntriesByType('resource').map(e => "
                     "new URL(e.name).pathname)"))

@@ -35,7 +35,7 @@ pump pass of the sender thread, a few ms; `stats["waited_queue_full"]`) instead 
 anything. A daemon thread runs its own asyncio loop: every `poll_interval` it drains the deque,
 validates and converts the values (numpy), batches samples columnar (`max_batch_samples` /
 `max_batch_bytes`, sealed at least every `flush_interval`), gives every message a unique id (`<12
-hex of a uuid4>-<counter>`) and writes it to the on-disk outbox (`trainer_hooks.spool`, SQLite)
+hex of a uuid4>-<counter>`) and writes it to the on-disk outbox (`transport.outbox`, SQLite)
 *before* sending. The sender task pipelines messages in outbox order, small ones packed into batch
 frames (at most `max_in_flight` frames unacknowledged, client-side rate limit), the receiver task
 matches acks and error replies by id and deletes those messages from the outbox. On a lost

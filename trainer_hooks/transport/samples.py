@@ -1,12 +1,13 @@
 """One `log_samples` call, validated and converted to columns on the sender thread.
 
 `make_chunk` turns whatever the caller passed (lists, numpy arrays, tensors, scalars shared by
-every sample) into a `SampleChunk`: numeric columns as float64 arrays (NaN = null), ids,
-strings and texts (`prompt`, `completion`) as lists. A bad optional column or metric is left
-out and described; a bad required column (reward, ids, step, env, discard reason) raises
-`SampleError` and the call is dropped. Text is bounded here: a sample whose text alone exceeds
-the protocol's per-message text limit loses it (described), and with `text_per_group` only k
-samples of each group keep theirs (`PerGroup`, `keep_per_group`).
+every sample) into a `SampleChunk` of the wire's sample columns (`wire.columns`): numeric
+columns as float64 arrays (NaN = null), ids, strings and texts (`prompt`, `completion`) as
+lists. A bad optional column or metric is left out and described; a bad required column
+(reward, ids, step, env, discard reason) raises `SampleError` and the call is dropped. Text is
+bounded here: a sample whose text alone exceeds the protocol's per-message text limit loses it
+(described), and with `text_per_group` only k samples of each group keep theirs (`PerGroup`,
+`keep_per_group`).
 """
 
 from __future__ import annotations

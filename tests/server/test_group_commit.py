@@ -1,0 +1,70 @@
+"""Group commit: frames waiting on an ingest connection are applied in one transaction, each
+still answered on its own, in order, after that commit; a bad message in the group writes
+nothing and costs the others nothing."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+import pytest
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ingest import consumers, service
+from ingest.models import Project
+from tests.server.conftest import ingest_communicator, samples_msg, settled, step_msg
+from tests.support.points import point_rows, values
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def frame(obj: Any) -> tuple[bytes, bool]:
+    return orjson.dumps(obj), False
+
+
+def test_frames_commit_once_and_answer_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    pid = Project.objects.create(name="p").pk
+    commits = []
+    real = BaseDatabaseWrapper.commit
+    monkeypatch.setattr(BaseDatabaseWrapper, "commit",
+                        lambda self: (commits.append(1), real(self))[1])
+    frames = [frame(step_msg(0, {"a": 1.0})),
+              frame([step_msg(1, {"a": 2.0}), {**step_msg(2, {"a": 3.0}), "step": -1},
+                     samples_msg(1, [1.0, 0.0])]),
+              (b"\x00 not json", False),
+              frame(step_msg(3, {"a": 4.0}))]
+    results = service.handle_frames(pid, frames)
+    assert len(commits) == 1
+    assert [batch for _, batch in results] == [False, True, False, False]
+    replies = [[o.reply for o in outcomes] for outcomes, _ in results]
+    assert replies[0] == [{"type": "ack", "id": "step-0"}]
+    assert replies[1][0] == {"type": "ack", "id": "step-1"}
+    assert replies[1][1]["type"] == "error" and replies[1][1]["field"] == "step"
+    assert replies[1][2] == {"type": "ack", "id": "s1"}
+    assert replies[2][0]["type"] == "error"
+    assert replies[3] == [{"type": "ack", "id": "step-3"}]
+    assert values(point_rows(), key="a") == {0: 1.0, 1: 2.0, 3: 4.0}  # nothing of step "2"
+
+
+async def test_waiting_frames_share_a_transaction_and_replies_keep_their_order(
+        token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    groups: list[int] = []
+    real = service.handle_frames
+
+    def slow_first(project_id: int, frames: list[tuple[Any, bool]]) -> Any:
+        groups.append(len(frames))
+        if len(groups) == 1:
+            time.sleep(0.5)  # the rest of the frames arrive meanwhile and wait
+        return real(project_id, frames)
+
+    monkeypatch.setattr(consumers, "handle_frames", slow_first)
+    comm = ingest_communicator(token)
+    assert (await comm.connect())[0]
+    for step in range(20):
+        await comm.send_to(text_data=orjson.dumps(step_msg(step, {"a": float(step)})).decode())
+    replies = [orjson.loads(await comm.receive_from(timeout=10)) for _ in range(20)]
+    await comm.disconnect()
+    await settled()
+    assert replies == [{"type": "ack", "id": f"step-{s}"} for s in range(20)]
+    assert groups[0] == 1 and max(groups) > 1 and sum(groups) == 20
