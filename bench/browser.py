@@ -9,7 +9,9 @@ Measures, with their targets:
 - JS heap after scrolling the whole page top to bottom (≤ 300 MB).
 
 Run: .venv/bin/python bench/browser.py [--steps 10000] [--charts 300] [--data-dir DIR]
-(--data-dir keeps the ingested run between invocations; ingest takes a few minutes.)
+[--timeline] (--data-dir keeps the ingested run between invocations; ingest takes a few
+minutes. --timeline prints, for each cold load, when the page, its static files and its first
+series arrived.)
 """
 
 from __future__ import annotations
@@ -100,6 +102,30 @@ def first_screen(page: Any, url: str) -> tuple[float, float]:
     return float(drawn.json_value()), float(plotly.json_value())
 
 
+TIMELINE = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const res = performance.getEntriesByType('resource');
+  const files = res.filter(e => new URL(e.name).pathname.startsWith('/static/'));
+  const modules = files.filter(e => e.name.endsWith('.js') && !e.name.includes('/vendor/plotly/'));
+  const series = res.filter(e => e.name.includes('/series?'));
+  const at = (list, key, pick) => list.length ? Math.round(pick(...list.map(e => e[key]))) : null;
+  return [['page received', Math.round(nav.responseEnd)],
+          ['first static file asked for', at(files, 'startTime', Math.min)],
+          [`last of ${modules.length} modules received`, at(modules, 'responseEnd', Math.max)],
+          ['plotly.min.js received', at(files.filter(e => e.name.includes('/vendor/plotly/')),
+                                        'responseEnd', Math.max)],
+          ['DOMContentLoaded (modules ran, page built)', Math.round(nav.domContentLoadedEventEnd)],
+          ['first series request sent', at(series, 'startTime', Math.min)],
+          ['first series response received', at(series, 'responseEnd', Math.min)]];
+}"""
+
+
+def timeline(page: Any) -> list[tuple[str, int | None]]:
+    """Where a load spent its time: ms since navigation start of each step before the first
+    screen (read from the page's resource timings)."""
+    return [(name, ms) for name, ms in page.evaluate(TIMELINE)]
+
+
 def live_latency(page: Any, server: LiveServer, token: str, names: list[str], start_step: int,
                  count: int, interval: float) -> tuple[list[float], list[float], list[float]]:
     """Per live step: ack → drawn, ack → delta in the page, delta → drawn (ms)."""
@@ -174,6 +200,8 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=5)
     parser.add_argument("--live", type=int, default=100, help="live steps to time")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between live steps")
+    parser.add_argument("--timeline", action="store_true",
+                        help="print where each cold load spent its time before the first screen")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -200,6 +228,9 @@ def main() -> None:
                 ctx = browser.new_context(viewport={"width": 1400, "height": 900})
                 page = ctx.new_page()
                 cold.append(first_screen(page, url))
+                if args.timeline:
+                    print("cold load: " + "; ".join(f"{name} {ms}" for name, ms in timeline(page))
+                          + f"; first screen drawn {cold[-1][0]:.0f} ms", flush=True)
                 warm.append(first_screen(page, url))
                 ctx.close()
             ctx = browser.new_context(viewport={"width": 1400, "height": 900})

@@ -74,4 +74,4 @@ def decode(values: np.ndarray, table: np.ndarray) -> list[str | None]:
     out = np.full(values.shape, None, dtype=object)
     if table.size:
         out[ok] = table[values[ok].astype(np.int64)]
-    return out.tolist()  # type: ignore[no-any-return]
+    return out.tolist()

@@ -53,7 +53,7 @@ def _encode(s: Samples, idx: np.ndarray, dictionaries: dict[str, tuple[np.ndarra
             out[name] = {"u": uniques[used].tolist(), "c": local.astype("<i4").tobytes()}
     out["metrics"] = {k: np.ascontiguousarray(v[idx], dtype="<f8").tobytes()
                       for k, v in s.metrics.items()}
-    return msgpack.packb(out, use_bin_type=True)  # type: ignore[no-any-return]
+    return msgpack.packb(out, use_bin_type=True)
 
 
 def encode_batch(s: Samples, mask: np.ndarray) -> bytes:
@@ -102,7 +102,7 @@ Raw = dict[str, Any]  # a stored batch as msgpack unpacks it (see `encode_batch`
 
 def unpack(blob: bytes) -> Raw:
     """A stored blob as its msgpack map, columns still bytes (what `assemble_steps` takes)."""
-    return msgpack.unpackb(bytes(blob), raw=False)  # type: ignore[no-any-return]
+    return msgpack.unpackb(bytes(blob), raw=False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -117,6 +117,13 @@ def float_column(raws: list[Raw], get: Callable[[Raw], bytes | None]) -> np.ndar
         return None
     return np.frombuffer(b"".join(_nan_bytes(r["n"]) if p is None else p
                                   for r, p in zip(raws, parts, strict=True)), dtype="<f8")
+
+
+def _metric_column(raws: list[Raw], name: str) -> np.ndarray:
+    """A sample metric over every batch (NaN where a batch lacks it); some batch has it."""
+    column = float_column(raws, lambda r: r["metrics"].get(name))
+    assert column is not None
+    return column
 
 
 @functools.lru_cache(maxsize=64)
@@ -218,8 +225,7 @@ def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
         lut = np.array([np.nan if v == "" else float(v == "length") for v in stops])
         stop_length = lut[stop_codes[order]]
     names = sorted({k for r in raws for k in r["metrics"]})
-    metrics = {k: float_column(raws, lambda r, k=k: r["metrics"].get(k))[order]  # type: ignore[index]
-               for k in names}
+    metrics = {k: _metric_column(raws, k)[order] for k in names}
     metric_steps = {k: np.array([any(k in r["metrics"] for r in rs) for rs in steps])
                     for k in names}
     latest = np.full(len(steps), np.nan)

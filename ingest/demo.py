@@ -67,7 +67,7 @@ def _samples(rng: np.random.Generator, run: str, step: int, env: dict[str, Any],
     group_ids = np.repeat(np.arange(groups), group_size)
     means = np.bincount(group_ids, reward) / group_size
     completion = rng.integers(50, 1024, n)
-    discard = np.where(rng.random(n) < 0.03, "max_async", None)
+    discard = ["max_async" if d else None for d in (rng.random(n) < 0.03).tolist()]
     return {
         "v": 1, "id": f"{run}-samples-{step}-{env['name']}", "type": "samples", "run": run,
         "step": step, "env": env["name"], "time": [t] * n,
@@ -79,7 +79,7 @@ def _samples(rng: np.random.Generator, run: str, step: int, env: dict[str, Any],
         "completion_tokens": completion.tolist(),
         "stop_reason": np.where(completion > 1000, "length", "stop").tolist(),
         "off_policy_steps": rng.integers(0, 3, n).tolist(),
-        "discard_reason": discard.tolist(),
+        "discard_reason": discard,
         "metrics": {
             "correct": correct.tolist(),
             "reasoning_steps": rng.integers(0, 20, n).tolist(),

@@ -195,7 +195,7 @@ def tally(chunks: Iterable[Chunk], env: str | None, grid: StepGrid, bins: int,
             t.edges = bin_edges(lo, hi, bins, t.integer)
             t.counts = np.zeros((grid.n, t.edges.size - 1), dtype=np.int64)
         got, out = count(grid.bucket(c.step[usable]), x, t.edges, grid.n)
-        t.counts += got  # type: ignore[operator]
+        t.counts += got
         t.outside += out
     return t
 
@@ -217,7 +217,7 @@ def chunk_bounds(sizes: np.ndarray) -> Iterator[tuple[int, int]]:
 def _last_batch(run_id: int) -> int | None:
     with connection.cursor() as cur:
         cur.execute("SELECT MAX(id) FROM ingest_samplebatch WHERE run_id = %s", [run_id])
-        return cur.fetchone()[0]  # type: ignore[no-any-return]
+        return cur.fetchone()[0]
 
 
 def _steps(run_id: int, last_id: int) -> tuple[np.ndarray, np.ndarray]:

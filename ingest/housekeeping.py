@@ -103,8 +103,11 @@ def deletion_plan() -> list[tuple[str, str]]:
                 continue
             link = next((f for f in links if f.related_model is Run), links[0])
             parent = link.related_model
+            assert isinstance(parent, type) and issubclass(parent, models.Model)
+            pk = parent._meta.pk
+            assert link.column is not None and pk is not None and pk.column is not None
             where[model] = f"{qn(link.column)} = %s" if parent is Run else (
-                f"{qn(link.column)} IN (SELECT {qn(parent._meta.pk.column)} FROM "
+                f"{qn(link.column)} IN (SELECT {qn(pk.column)} FROM "
                 f"{qn(parent._meta.db_table)} WHERE {where[parent]})")
             found.append(model)
             pending.remove(model)

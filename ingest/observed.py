@@ -39,7 +39,7 @@ def merge_observed(run_id: int, msg: p.Samples,
                *(("sample", m, v) for m, v in msg.metrics.items())]
     seen = observed_in(msg.env, kept, columns)
     if not seen:
-        return False
+        return None
     known = observed_ranges(run_id)
     new, widened, change = [], [], None
     ranges: dict[str, EnvRanges] | None = None

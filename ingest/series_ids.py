@@ -47,8 +47,8 @@ def placement(kind: str, key: str, stat: str | None, env: str | None) -> dict[st
         if key.startswith("timing_") and "/" not in key:
             group = "Per microbatch" if key.endswith("_microbatch_mean") else "Full step"
             return {"section": "Timeline", "group": group, "label": key}
-        section, group, metric = split_key(key)
-        return {"section": section, "group": group, "label": metric}
+        section, sub, metric = split_key(key)
+        return {"section": section, "group": sub, "label": metric}
     where = f" [{env}]" if env else ""
     if stat is None or stat == key:
         label = f"{key}{where}"

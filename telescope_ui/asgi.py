@@ -28,7 +28,7 @@ live_routes = AllowedHostsOriginValidator(
 )
 
 
-async def websocket_router(scope, receive, send):  # type: ignore[no-untyped-def]
+async def websocket_router(scope, receive, send):
     app = ingest_routes if scope["path"].startswith("/ws/ingest/") else live_routes
     return await app(scope, receive, send)
 

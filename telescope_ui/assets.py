@@ -27,7 +27,7 @@ from servestatic.asgi import FileServerASGI
 from servestatic.storage import CompressedManifestStaticFilesStorage
 from servestatic.utils import decode_path_info
 
-# Where a wheel carries SortableJS (copied in by the build: telescope_ui/build.py).
+# Where a wheel carries SortableJS (copied in by its build: telescope_ui/build_vendor.py).
 PACKAGE_VENDOR = Path(__file__).resolve().parent / "vendor"
 SORTABLE = "sortablejs/sortable.esm.js"
 
@@ -75,7 +75,7 @@ class VendorFinder(BaseFinder):
 BROTLI_QUALITY = 5
 
 
-class Compressor(compress.Compressor):  # type: ignore[misc]
+class Compressor(compress.Compressor):
     @staticmethod
     def compress_brotli(data: bytes) -> bytes:
         return bytes(compress.brotli.compress(data, quality=BROTLI_QUALITY))
@@ -85,7 +85,7 @@ class Compressor(compress.Compressor):  # type: ignore[misc]
 MODULE_URL = r"""["'](?P<url>\.{1,2}/[^"'\s]+)["']"""
 
 
-class StaticStorage(CompressedManifestStaticFilesStorage):  # type: ignore[misc]
+class StaticStorage(CompressedManifestStaticFilesStorage):
     """ServeStatic's storage: content-hashed names (cached for good by browsers), gzip (and
     brotli, when the `brotli` module is installed) beside each file, only hashed files kept
     (SERVESTATIC_KEEP_ONLY_HASHED_FILES). ES modules import each other by relative path; those
@@ -168,22 +168,23 @@ def collect(verbosity: int = 0) -> bool:
 BLOCK_SIZE = 1 << 20
 
 
-class FileServer(FileServerASGI):  # type: ignore[misc]
+class FileServer(FileServerASGI):
     def __init__(self, static_file: Any) -> None:
         super().__init__(static_file)
         self.block_size = BLOCK_SIZE
 
 
-class StaticFilesASGI(ServeStaticASGI):  # type: ignore[misc]
+class StaticFilesASGI(ServeStaticASGI):
     """ServeStatic's ASGI app (files scanned once at start, no autorefresh) sending each file
     in blocks of BLOCK_SIZE."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            static_file = self.files.get(decode_path_info(scope["path"]))
-            if static_file:
-                return await FileServer(static_file)(scope, receive, send)  # type: ignore[no-any-return]
-        return await self.application(scope, receive, send)  # type: ignore[no-any-return]
+        static_file = self.files.get(decode_path_info(scope["path"])) if (
+            scope["type"] == "http") else None
+        if static_file:
+            await FileServer(static_file)(scope, receive, send)
+        else:
+            await self.application(scope, receive, send)
 
 
 def static_app(app: Any) -> StaticFilesASGI:

@@ -17,7 +17,7 @@ FILES = {SORTABLE / "modular" / "sortable.esm.js": "sortable.esm.js",
          SORTABLE / "LICENSE": "LICENSE"}
 
 
-class BuildPy(build_py):  # type: ignore[misc]
+class BuildPy(build_py):
     def run(self) -> None:
         super().run()
         if self.editable_mode:

@@ -107,7 +107,7 @@ def _records(path: Path) -> Iterator[Any]:
     from wandb.proto import wandb_internal_pb2
 
     for data in read_log(path.read_bytes(), str(path)):
-        record = wandb_internal_pb2.Record()
+        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]  # protoc-generated
         record.ParseFromString(data)
         yield record
 

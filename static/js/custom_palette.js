@@ -2,19 +2,39 @@
 // metric, custom_tree.js) with its own search, counts and readable labels. A metric drags onto
 // the board as a new plot, a group as a new group of plots (the metrics its search shows);
 // their Add buttons do the same at the end of the last section. Metrics on the board are
-// marked. Built again when entries arrive or a search changes (never in the middle of a drag).
+// marked. Everything starts open; what the reader closes stays closed in this browser. Built
+// again when entries arrive or a search changes (never in the middle of a drag).
 
 import { PLOTS, sortable, whenIdle } from './custom_drag.js';
 import { metricLabel, paletteTree } from './custom_tree.js';
 import { h } from './dom.js';
 import { compileSearch } from './text.js';
 
+const CLOSED_KEY = 'telescope.palette.closed.v1';
+
+function loadClosed() {
+  try {
+    const v = JSON.parse(localStorage.getItem(CLOSED_KEY) ?? '[]');
+    return new Set(Array.isArray(v) ? v.filter((k) => typeof k === 'string') : []);
+  } catch {
+    return new Set();
+  }
+}
+
+function saveClosed(set) {
+  try {
+    localStorage.setItem(CLOSED_KEY, JSON.stringify([...set]));
+  } catch {
+    // storage full or off: the tree just opens again next time
+  }
+}
+
 export class Palette {
   /** `view`: {drop(el, container, index), addMetric(entry), addGroup(group), onBoard()}. */
   constructor(view) {
     this.view = view;
     this.entries = [];
-    this.open = new Set(); // keys of the sections and groups shown open
+    this.closed = loadClosed(); // keys of the sections and groups the reader closed
     this.groups = new Map(); // group key -> {title, section, entries}
     this.sortables = [];
     this.pageFilter = { test: () => true };
@@ -77,14 +97,14 @@ export class Palette {
   }
 
   section(sec, searching) {
-    const open = searching || this.open.has(sec.key);
+    const open = searching || !this.closed.has(sec.key);
     const items = sec.items.map((it) => (it.type === 'group' ? this.group(it, sec, searching) : this.metric(it.entry, sec)));
     return h('li', { class: 'palette-section', dataset: { key: sec.key } },
       this.toggle(sec.key, sec.title, sec.count, open), this.list(items, !open));
   }
 
   group(g, sec, searching) {
-    const open = searching || this.open.has(g.key);
+    const open = searching || !this.closed.has(g.key);
     this.groups.set(g.key, { title: g.title, section: sec.title, entries: g.entries });
     const add = h('button', { type: 'button', class: 'tool add', dataset: { addGroup: g.key, focusKey: `g:${g.key}` },
       'aria-label': `Add group ${g.title} (${g.count} plots)` }, 'Add');
@@ -112,8 +132,9 @@ export class Palette {
       const open = btn.getAttribute('aria-expanded') !== 'true';
       btn.setAttribute('aria-expanded', String(open));
       btn.parentElement.closest('li').querySelector(':scope > ul, :scope > .palette-list').hidden = !open;
-      if (open) this.open.add(d.toggle);
-      else this.open.delete(d.toggle);
+      if (open) this.closed.delete(d.toggle);
+      else this.closed.add(d.toggle);
+      saveClosed(this.closed);
     } else if (d.addMetric) {
       const entry = this.entries.find((e) => e.id === d.addMetric);
       if (entry) this.view.addMetric(entry, btn.closest('li').dataset.section);

@@ -120,7 +120,7 @@ export class Plot extends Chart {
         title: 'y axis: auto, left or right', 'aria-label': `Axis of ${name}: ${axisText}`,
         onclick: () => this.actions.setAxis(s.id, AXIS_NEXT[s.axis]) },
       s.axis === 'auto' ? `${side === 'right' ? 'R' : 'L'} auto` : s.axis === 'left' ? 'L' : 'R') : null;
-      return h('li', { class: i < 0 ? 'missing' : null, dataset: { seriesId: s.id, axis: s.axis, side: side ?? '' } },
+      return h('li', { class: i < 0 ? 'missing' : null, dataset: { series: s.id, axis: s.axis, side: side ?? '' } },
         key, h('span', { class: 'series-name', title: i < 0 ? `${s.id}: not in the runs shown` : s.id }, name), axis,
         h('button', { type: 'button', class: 'tool', title: 'Remove from the plot',
           'aria-label': `Remove ${name} from the plot`, onclick: () => this.actions.removeSeries(s.id) }, '×'));

@@ -5,7 +5,8 @@
 export const MIN_INTERVAL_MS = 250; // ≤ 4 redraws per second per chart in view
 const OFFSCREEN_INTERVAL_MS = 2000; // near but not in view: kept roughly current, cheaply
 const FRAME_BUDGET_MS = 24;
-const NEAR_MARGIN = '600px 0px';
+const NEAR_PX = 600;
+const NEAR_MARGIN = `${NEAR_PX}px 0px`;
 const FAR_MARGIN = '2400px 0px';
 
 export class Scheduler {
@@ -77,6 +78,22 @@ export class Visibility {
 
   observe(chart) {
     for (const o of [this.view, this.near, this.far]) o.observe(chart.el);
+  }
+
+  /**
+   * Set `inView` and `near` of `charts` from the layout as it is now, rather than at the
+   * observers' first report (a frame later, once the page is painted): a page asks for the
+   * first screen's data before it builds the rest. The observers' reports still follow, and
+   * correct any chart the rest of the page has moved since.
+   */
+  primeNow(charts) {
+    const height = innerHeight;
+    for (const chart of charts) {
+      const r = chart.el.getBoundingClientRect();
+      if (!r.height) continue; // hidden, or in a collapsed section
+      chart.inView = r.bottom > 0 && r.top < height;
+      if (r.bottom > -NEAR_PX && r.top < height + NEAR_PX) chart.setNear(true);
+    }
   }
 
   unobserve(chart) {

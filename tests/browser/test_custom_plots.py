@@ -75,10 +75,10 @@ def test_a_plot_draws_several_series_each_on_its_axis_side(page, dashboard):
     assert fig["y2"]["side"] == "right" and fig["y2"]["range"][1] >= 4 > fig["y"]["range"][1]
     assert page.text_content(f"{node('p1')} .chart-title") == \
         "KL to reference (mean), KL to reference (max)"
-    assert page.get_attribute(f"{node('p1')} .plot-series li[data-series-id='{KL_MAX}']",
+    assert page.get_attribute(f"{node('p1')} .plot-series li[data-series='{KL_MAX}']",
                               "data-side") == "right"
     # Both on the left when asked (the axis button goes auto → left → right).
-    page.click(f"{node('p1')} .plot-series li[data-series-id='{KL_MAX}'] button.axis")
+    page.click(f"{node('p1')} .plot-series li[data-series='{KL_MAX}'] button.axis")
     page.wait_for_function(f"""document.querySelector("{node('p1')} .plot").data
         .filter(t => t.meta.role === 'raw').every(t => (t.yaxis || 'y') === 'y')""")
     page.click(f"{node('p1')} [data-tool='Rename']")
@@ -96,7 +96,7 @@ def test_a_plot_draws_several_series_each_on_its_axis_side(page, dashboard):
         "reward mean · countdown, reward mean · math"
     add_series(page, "p2", KL_MEAN)  # the same series in a second plot
     figure(page, "p2", 3)
-    page.click(f"{node('p2')} .plot-series li[data-series-id='{MEAN_MATH}'] "
+    page.click(f"{node('p2')} .plot-series li[data-series='{MEAN_MATH}'] "
                "button[aria-label^='Remove']")
     figure(page, "p2", 2)
 
@@ -155,7 +155,7 @@ def test_a_plot_of_metrics_not_there_yet_appears_when_they_arrive(page, dashboar
     fig = figure(page, "p2", 1)  # drift drawn; drift_max still to come
     assert fig["raw"][0]["y"] == [0.25]
     assert page.locator(f"{node('p2')}.missing").count() == 0
-    missing = page.get_attribute(f"{node('p2')} .plot-series li[data-series-id='step|drift_max||']",
+    missing = page.get_attribute(f"{node('p2')} .plot-series li[data-series='step|drift_max||']",
                                  "class")
     assert "missing" in missing
     assert page.is_visible(f"{node('p2')} .plot-series")  # which one is missing, said

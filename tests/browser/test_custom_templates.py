@@ -121,7 +121,7 @@ def test_a_new_dashboard_starts_from_the_grpo_health_template(page, dashboard):
     page.wait_for_function(f"""document.querySelector("{kl} .plot")?.data
         ?.filter(t => t.meta?.role === 'raw').length === 2""")
     missing = page.eval_on_selector_all(f"{kl} .plot-series li.missing",
-                                        "els => els.map(e => e.dataset.seriesId)")
+                                        "els => els.map(e => e.dataset.series)")
     assert missing == ["step|train%2Fkl_max||"]
     assert page.locator(f"{node('p1')}.missing").count() == 1  # no samples: no reward yet
     assert dashboard.get(f"/api/runs/{run_id}/layout?name=Health")["names"] == ["Health"]

@@ -186,14 +186,12 @@ def test_metrics_and_groups_drop_in_from_the_list_as_new_plots(page, dashboard):
     run_id = open_custom(page, dashboard, "d2", {"version": 2, "sections": [
         section("s1", "Main", plot("pa", "entropy"))]})
     assert page.is_hidden(".board-hint")
-    page.click(".palette-toggle[data-toggle='general']")
     kl = ".palette-item[data-metric-id='step|kl||']"
     drag(page, kl, node("pa"), 0.2, 0.5, "s1", 0)  # a metric: a plot, where it was dropped
     assert board(page) == [["Main", ["kl", "Entropy"]]]
     assert page.locator(kl).count() == 1  # the list keeps its metric
     drag(page, kl, node("pa"), 0.8, 0.5, "s1", 2)  # again: the same metric twice
     assert board(page) == [["Main", ["kl", "Entropy", "kl"]]]
-    page.click(".palette-toggle[data-toggle='user:perf']")
     drag(page, ".palette-group:has(.palette-name:text-is('gpu')) .palette-group-head .count",
          node("pa"), 0.2, 0.5, "s1", 1)  # a group of the list: a group of its plots
     gpu = ["gpu", ["perf/gpu/util", "perf/gpu/mem"]]
@@ -206,6 +204,13 @@ def test_metrics_and_groups_drop_in_from_the_list_as_new_plots(page, dashboard):
     want[1][1].append("Entropy")
     assert board(page) == want
     assert stored(dashboard, run_id, page) == board(page, keys=True)
+    # The tree starts open; a section closed stays closed in this browser.
+    page.click(".palette-toggle[data-toggle='general']")
+    assert page.is_hidden(kl)
+    page.reload()
+    page.wait_for_selector(".palette-item[data-metric-id='step|perf%2Fgpu%2Futil||']")
+    assert page.is_hidden(kl)
+    assert page.get_attribute(".palette-toggle[data-toggle='general']", "aria-expanded") == "false"
 
 
 def test_the_keyboard_moves_renames_collapses_widens_and_removes(page, dashboard):

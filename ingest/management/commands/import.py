@@ -76,7 +76,8 @@ class Command(BaseCommand):
             except ModuleNotFoundError as exc:
                 raise CommandError(f"reading {source} files needs the {exc.name!r} package: "
                                    "pip install 'telescope-dashboard[import]'") from None
-            stored = Run.objects.filter(pk=done.run_id).values_list("name", flat=True).first()
+            stored = (Run.objects.filter(pk=done.run_id).values_list("name", flat=True).first()
+                      if done.run_id is not None else None)
             self.stdout.write(self._summary(source, run.name, stored or name, project.name,
                                             done, run.skipped))
 

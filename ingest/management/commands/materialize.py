@@ -5,8 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ingest.materialize import dirty_runs, materialize_all, pending_steps
+from ingest.materialize import dirty_runs, materialize_all
 from ingest.models import Run
+from ingest.reads import pending_steps
 
 PROGRESS_SECONDS = 1.0
 
