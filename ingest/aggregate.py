@@ -28,16 +28,8 @@ from ingest.gini import (
     runs,
 )
 from ingest.normalize import PREFIX, Observed, normalized_column, observed_in
-from ingest.samples import (
-    CANCELED,
-    KEPT,
-    MAX_ASYNC,
-    ZERO_ADVANTAGE,
-    EnvRanges,
-    MetricRange,
-    SeriesKey,
-    StepSamples,
-)
+from ingest.ranges import EnvRanges, MetricRange
+from ingest.samples import CANCELED, KEPT, MAX_ASYNC, ZERO_ADVANTAGE, SeriesKey, StepSamples
 
 __all__ = ["Table", "aggregate_blobs", "aggregate_step", "aggregate_steps", "group_gini"]
 

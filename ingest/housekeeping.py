@@ -21,7 +21,8 @@ from django.db import IntegrityError, connection, models, transaction
 
 from ingest import broadcast
 from ingest.models import Run
-from ingest.store import Outcome, run_info
+from ingest.payloads import run_info
+from ingest.store import Outcome
 from trainer_hooks.wire.protocol import ProtocolError, check_key
 
 log = logging.getLogger(__name__)

@@ -29,10 +29,10 @@ from ingest.aggregate import Table, aggregate_blobs
 from ingest.models import Run, Series
 from ingest.normalize import Observed
 from ingest.observed import observed_ranges
+from ingest.ranges import EnvRanges, env_ranges
 from ingest.reads import pending_steps
-from ingest.samples import EnvRanges
 from ingest.series_ids import series_id
-from ingest.store import Outcome, PointWriter, env_ranges, publish_series_pks
+from ingest.store import Outcome, PointWriter, publish_series_pks
 from ingest.worker import die_with_parent
 
 log = logging.getLogger(__name__)

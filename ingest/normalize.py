@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ingest.samples import EnvRanges, MetricRange, StepSamples
+from ingest.ranges import EnvRanges, MetricRange
+from ingest.samples import StepSamples
 
 # (env name, '' = no environment; kind 'reward' | 'sample'; key) -> (lowest, highest) observed
 Observed = dict[tuple[str, str, str], tuple[float, float]]

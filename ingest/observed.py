@@ -14,7 +14,7 @@ from collections.abc import Callable
 from django.db import connection
 
 from ingest.normalize import Observed, bound, observed_in
-from ingest.samples import EnvRanges
+from ingest.ranges import EnvRanges
 from trainer_hooks.wire import protocol as p
 
 

@@ -21,9 +21,9 @@ from ingest.models import Environment, Run, Series
 from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.normalize import Observed, bound
 from ingest.observed import observed_ranges
+from ingest.payloads import catalog_entry, run_info
 from ingest.pointstore import Arrays, merge
-from ingest.samples import EnvRanges
-from ingest.store import catalog_entry, env_ranges, run_info
+from ingest.ranges import EnvRanges, env_ranges
 
 CACHE_MAX_POINTS = 8_000_000
 

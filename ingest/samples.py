@@ -1,4 +1,4 @@
-"""The samples of one or more steps as aggregation sees them, and the declared ranges it needs.
+"""The samples of one or more steps as aggregation sees them.
 
 Pure: numpy only. Storage builds a `StepSamples` from every committed batch of some steps, puts
 it in canonical order (so the result does not depend on how samples were split or ordered on the
@@ -52,19 +52,3 @@ class StepSamples:
     @property
     def step_index(self) -> np.ndarray:
         return np.zeros(self.n, dtype=np.int64) if self.step is None else self.step
-
-
-@dataclass(frozen=True)
-class MetricRange:
-    min: float | None = None
-    max: float | None = None
-    invert: bool = False
-
-
-@dataclass(frozen=True)
-class EnvRanges:
-    """Declared ranges of one environment (from the YAML or the trainer)."""
-
-    reward_min: float | None = None
-    reward_max: float | None = None
-    metrics: dict[str, MetricRange] = field(default_factory=dict)

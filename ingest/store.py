@@ -16,17 +16,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-import orjson
 from django.db import connection, transaction
 from django.db.models import F, Q
 
 from ingest import categorical, columns, pointstore, progress, renormalize, texts
 from ingest.models import Environment, Run, Series
-from ingest.normalize import PREFIX as NORM_PREFIX
 from ingest.observed import merge_observed
+from ingest.payloads import catalog_entry, now, run_info
+from ingest.ranges import env_ranges
 from ingest.runs import Resolved, resolve_run
-from ingest.samples import EnvRanges, MetricRange
-from ingest.series_ids import placement, series_id
+from ingest.series_ids import series_id
 from trainer_hooks.wire import protocol as p
 
 # (run_id, sid) -> series pk; filled only after commit so a rolled-back pk never leaks.
@@ -78,10 +77,6 @@ def _with_run(reply: dict[str, Any], msg: p.AnyMessage, found: Resolved) -> dict
 def publish_series_pks(created: dict[tuple[int, str], int]) -> None:
     """Remember series created in the current transaction once it commits."""
     transaction.on_commit(lambda: _SERIES_PKS.update(created))
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _claim_message(run_id: int, msg_id: str) -> bool:
@@ -185,7 +180,7 @@ class PointWriter:
 
     def finish(self, msg_id: str, run_created: bool) -> Outcome:
         run = self.run
-        run.updated_at = _now()
+        run.updated_at = now()
         if self.n:
             run.seq = self.seq
             block = pointstore.Block.concat([pointstore.Block.of(*part) for part in self.parts])
@@ -203,38 +198,6 @@ class PointWriter:
         return Outcome(reply, run_id=run.pk,
                        seq=run.seq if self.n else None, points=self.points,
                        new_series=self.new_series, run=info, dirty=self.dirty)
-
-
-def catalog_entry(sid: str, kind: str, key: str, stat: str | None, env: str | None,
-                  categorical: bool = False) -> dict[str, Any]:
-    """A series as the catalog lists it. A normalized series (stored with stat
-    `norm:<stat>`) is listed with its plain stat and `normalized: true`, beside its raw twin."""
-    extra: dict[str, Any] = {}
-    if stat is not None and stat.startswith(NORM_PREFIX):
-        stat, extra["normalized"] = stat[len(NORM_PREFIX):], True
-    if categorical:
-        extra["categorical"] = True
-    return {"id": sid, "kind": kind, "key": key, "stat": stat, "env": env,
-            **placement(kind, key, stat, env), **extra}
-
-
-def run_info(run: Run) -> dict[str, Any]:
-    """A run as the read API lists it (PROTOCOL.md §4)."""
-    status = progress.status_of(run.status, run.updated_at, _now())
-    return {
-        "id": run.pk,
-        "project": getattr(run, "project_name", None) or run.project.name,
-        "name": run.name,
-        "status": status,
-        "last_step": run.last_step,
-        "started_at": run.started_at.isoformat(),
-        "updated_at": run.updated_at.isoformat(),
-        "color": run.color,
-        "notes": run.notes,
-        "total_steps": run.total_steps,
-        "eta_seconds": progress.eta_seconds(status, run.total_steps, run.last_step,
-                                            run.step_seconds),
-    }
 
 
 # ---------------------------------------------------------------- handlers
@@ -297,21 +260,6 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
         renormalize.schedule(w.run.pk, change)  # a wider observed range renormalizes every step
     w.dirty = True
     w.see_step(int(steps[-1]))
-
-
-def env_ranges(run_id: int) -> dict[str, EnvRanges]:
-    """The run's declared ranges per environment (raw SQL: read per aggregation pass)."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT name, reward_min, reward_max, metrics_ranges FROM ingest_environment"
-                    " WHERE run_id = %s", [run_id])
-        rows = cur.fetchall()
-    out = {}
-    for name, lo, hi, specs in rows:
-        specs = orjson.loads(specs) if isinstance(specs, str | bytes) else specs
-        metrics = {m: MetricRange(spec.get("min"), spec.get("max"), bool(spec.get("invert")))
-                   for m, spec in (specs or {}).items()}
-        out[name] = EnvRanges(lo, hi, metrics)
-    return out
 
 
 def replace_environments(run: Run, envs: list[p.EnvironmentDecl]) -> bool:

@@ -17,7 +17,7 @@ from ingest import distribution as dist
 from ingest import housekeeping, reads
 from ingest.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
 from ingest.models import Run
-from ingest.store import run_info
+from ingest.payloads import run_info
 
 
 def json_response(data: Any, status: int = 200) -> HttpResponse:

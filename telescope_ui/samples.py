@@ -27,8 +27,7 @@ from ingest import columns, reads, texts
 from ingest.models import Run
 from ingest.normalize import bound
 from ingest.observed import observed_ranges
-from ingest.samples import EnvRanges
-from ingest.store import env_ranges
+from ingest.ranges import EnvRanges, env_ranges
 from telescope_ui.api import json_response
 
 DEFAULT_LIMIT, MAX_LIMIT = 1_000, 10_000

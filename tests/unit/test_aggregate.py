@@ -12,15 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest.aggregate import aggregate_step, group_gini
-from ingest.samples import (
-    CANCELED,
-    KEPT,
-    MAX_ASYNC,
-    ZERO_ADVANTAGE,
-    EnvRanges,
-    MetricRange,
-    StepSamples,
-)
+from ingest.ranges import EnvRanges, MetricRange
+from ingest.samples import CANCELED, KEPT, MAX_ASYNC, ZERO_ADVANTAGE, StepSamples
 
 NAN = float("nan")
 

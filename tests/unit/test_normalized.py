@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from ingest.aggregate import aggregate_step
 from ingest.normalize import Observed, bound
-from ingest.samples import KEPT, EnvRanges, MetricRange, StepSamples
+from ingest.ranges import EnvRanges, MetricRange
+from ingest.samples import KEPT, StepSamples
 from tests.unit.test_aggregate import (
     assert_same_series,
     make_step,

@@ -62,7 +62,8 @@ class Connection:
         self.in_flight: collections.OrderedDict[str, Row] = collections.OrderedDict()
         self.in_flight_bytes = 0
         self.cursor = 0  # the outbox seq of the last message sent in this session
-        self.frames: collections.deque[tuple[int, int]] = collections.deque()  # (rows, bytes)
+        # the frames awaiting their reply, oldest first: (message ids, bytes)
+        self.frames: collections.deque[tuple[list[str], int]] = collections.deque()
         self.frame_bytes = min(FRAME_BYTES, o.max_message_bytes)
         self.done_ids: list[str] = []
         self.commit_scheduled = False
@@ -158,7 +159,7 @@ class Connection:
                     self.in_flight[row.msg_id] = row
                     size += len(row.body)
                 self.in_flight_bytes += size
-                self.frames.append((len(frame), size))
+                self.frames.append(([row.msg_id for row in frame], size))
                 self.cursor = frame[-1].seq
                 await ws.send(frame_bytes(frame))
                 self.books.count("sent", len(frame))
@@ -279,9 +280,11 @@ class Connection:
         if code == CLOSE_BAD_TOKEN:
             self.stop_for_good("the server refused the ingest token (close 4401)")
         elif code == CLOSE_TOO_LARGE:
-            row = next(iter(self.in_flight.values()), None)
-            rows, size = self.frames[0] if self.frames else (1, 0)
-            if rows > 1:  # a batch frame was too big: smaller frames, nothing to split
+            # The refused frame is not named, nor always the oldest awaiting its reply (a
+            # server may read on before it applies): the largest of them is too large.
+            ids, size = max(self.frames, key=lambda f: f[1]) if self.frames else ([], 0)
+            row = self.in_flight.get(ids[0]) if len(ids) == 1 else None
+            if len(ids) > 1:  # a batch frame was too big: smaller frames, nothing to split
                 self.frame_bytes = max(1, size // 2)
                 self.books.warn_once("4413-frame", "telescope: the server refused a batch "
                                      "frame as too large (close 4413); frames of at most %d "
