@@ -27,9 +27,12 @@ CLOSE_TOO_LARGE = 4413
 CLOSE_RATE_LIMITED = 4429
 CLOSE_INTERNAL_ERROR = 1011
 BARRIER_TIMEOUT_SECONDS = 120.0
-# Frames waiting on a connection are applied together, in one transaction (group commit) ...
+# Small frames waiting on a connection are applied together, in one transaction (group
+# commit); a group is bounded so that another connection's frame never waits long behind it (one
+# ingest thread serves every connection), and a big frame is applied alone.
 GROUP_FRAMES = 64
-GROUP_BYTES = 8 * 1024 * 1024
+GROUP_BYTES = 256 * 1024
+ALONE_BYTES = 64 * 1024
 # ... and at most this many wait (the socket is not read meanwhile: back-pressure on the client).
 INBOX_FRAMES = 128
 
@@ -109,12 +112,17 @@ class IngestConsumer(AsyncWebsocketConsumer):
     async def _work(self) -> None:
         """Apply the waiting frames, in order, a group at a time; reply to each after commit."""
         assert self.project_id is not None
+        held: tuple[Any, bool] | None = None
         while True:
-            frames = [await self.inbox.get()]
-            size = len(frames[0][0])
-            while not self.inbox.empty() and len(frames) < GROUP_FRAMES and size < GROUP_BYTES:
-                frames.append(self.inbox.get_nowait())
-                size += len(frames[-1][0])
+            frames = [held if held is not None else await self.inbox.get()]
+            held, size = None, len(frames[0][0])
+            while size < ALONE_BYTES and len(frames) < GROUP_FRAMES and not self.inbox.empty():
+                frame = self.inbox.get_nowait()
+                if len(frame[0]) >= ALONE_BYTES or size + len(frame[0]) > GROUP_BYTES:
+                    held = frame  # the next group's first
+                    break
+                frames.append(frame)
+                size += len(frame[0])
             try:
                 results = await database_sync_to_async(
                     handle_frames, thread_sensitive=False, executor=ingest_executor())(

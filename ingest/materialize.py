@@ -26,11 +26,12 @@ from django.db import connection, transaction
 
 from ingest import broadcast, pointstore, renormalize
 from ingest.aggregate import Table, aggregate_blobs
-from ingest.models import Run, Series
+from ingest.models import Series
 from ingest.normalize import Observed
 from ingest.observed import observed_ranges
 from ingest.ranges import EnvRanges, env_ranges
 from ingest.reads import pending_steps
+from ingest.runs import lock_run
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, publish_series_pks
 from ingest.worker import die_with_parent
@@ -38,6 +39,7 @@ from ingest.worker import die_with_parent
 log = logging.getLogger(__name__)
 
 STEPS_PER_PASS = 512  # steps aggregated together in one pass (one set of numpy calls) ...
+STEPS_PER_WRITE = 64  # ... and written in transactions of this many (ingest interleaves)
 SAMPLES_PER_PASS = 250_000  # ... as long as their samples stay under this (one step always)
 QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
 MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
@@ -57,6 +59,11 @@ class PassResult:
     times: np.ndarray
     n: np.ndarray
     table: Table
+
+    def part(self, a: int, b: int) -> PassResult:
+        """Steps a..b-1 of the pass."""
+        return PassResult(self.steps[a:b], self.versions[a:b], self.times[a:b], self.n[a:b],
+                          Table(self.table.keys, self.table.values[a:b]))
 
 
 def dirty_runs() -> list[int]:
@@ -165,13 +172,42 @@ def _aggregate(blobs: list[list[bytes]], ranges: dict[str, EnvRanges], observed:
 
 
 def write_results(run_id: int, result: PassResult) -> Outcome | None:
+    """Write a pass's points, STEPS_PER_WRITE steps per transaction (so a big pass never holds
+    the database's write lock long: ingest commits in between), as one outcome to broadcast."""
+    outcomes = []
+    for a in range(0, len(result.steps), STEPS_PER_WRITE):
+        outcome = _write_part(run_id, result.part(a, a + STEPS_PER_WRITE))
+        if outcome is None:
+            return None  # the run was deleted
+        outcomes.append(outcome)
+    return _merged(outcomes)
+
+
+def _merged(outcomes: list[Outcome]) -> Outcome | None:
+    """Outcomes of consecutive commits as one: every point, at the last seq."""
+    if len(outcomes) <= 1:
+        return outcomes[0] if outcomes else None
+    out = outcomes[-1]
+    points: dict[str, dict[str, list[Any]]] = {}
+    for o in outcomes:
+        for sid, pt in o.points.items():
+            mine = points.setdefault(sid, {"step": [], "time": [], "value": []})
+            for k in ("step", "time", "value"):
+                mine[k] += pt[k]
+    seqs = [o.seq for o in outcomes if o.seq is not None]
+    return Outcome(out.reply, run_id=out.run_id, seq=seqs[-1] if seqs else None, points=points,
+                   new_series=[e for o in outcomes for e in o.new_series],
+                   run=next((o.run for o in reversed(outcomes) if o.run), None), dirty=out.dirty)
+
+
+def _write_part(run_id: int, result: PassResult) -> Outcome | None:
     """Write the points of the steps whose version is still current (else a batch came in
     since: they stay dirty and are recomputed), under the run's row lock (as ingest takes it),
     and clear those steps' dirty flags. Only points that differ from what the step's previous
     aggregation wrote are written; statistics it no longer has are withdrawn."""
     created: dict[tuple[int, str], int] = {}
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        run = lock_run(run_id)  # (not the ORM: it would load the config, every time)
         if run is None:
             return None
         with connection.cursor() as cur:

@@ -47,14 +47,14 @@ def resolve_run(project_id: int, msg: p.AnyMessage) -> Resolved:
     if msg.incarnation is not None:
         pk = _pinned(project_id, msg.incarnation)
         if pk is not None:
-            return Resolved(_lock(pk), False, False)
+            return Resolved(_locked(pk), False, False)
     if isinstance(msg, p.RunStart):
         return _resolve_start(project_id, msg)
     pk = _newest(project_id, msg.run)
     if pk is not None:
-        return Resolved(_lock(pk), False, False)
+        return Resolved(_locked(pk), False, False)
     pk, created = _create(project_id, msg.run, adopt=True)
-    return Resolved(_lock(pk), created, False)
+    return Resolved(_locked(pk), created, False)
 
 
 def find_run(project_id: int, msg: p.AnyMessage) -> int | None:
@@ -76,7 +76,7 @@ def _resolve_start(project_id: int, msg: p.RunStart) -> Resolved:
     else:
         pk, created = _create(project_id, msg.run, adopt=False)
         renamed = True
-    run = _lock(pk)
+    run = _locked(pk)
     with connection.cursor() as cur:
         if not run.started:
             cur.execute("UPDATE ingest_run SET started = %s WHERE id = %s", [True, pk])
@@ -160,9 +160,16 @@ def _free_color(project_id: int) -> str:
     return min(PALETTE, key=lambda c: (used.get(c, 0), PALETTE.index(c)))
 
 
-def _lock(pk: int) -> Run:
+def _locked(pk: int) -> Run:
+    """`lock_run` of a run found (or created) in this transaction."""
+    run = lock_run(pk)
+    assert run is not None
+    return run
+
+
+def lock_run(pk: int) -> Run | None:
     """The run's row, locked for the rest of the transaction (config is never loaded here:
-    this runs for every message)."""
+    this runs for every message and aggregation write); None if it no longer exists."""
     lock = connection.features.has_select_for_update
     with connection.cursor() as cur:
         cur.execute(
@@ -171,8 +178,11 @@ def _lock(pk: int) -> Run:
             " r.last_step_time, r.notes, p.name FROM ingest_run r"
             " JOIN ingest_project p ON p.id = r.project_id WHERE r.id = %s"
             + (" FOR UPDATE OF r" if lock else ""), [pk])
-        (project_id, name, wire_name, started, status, started_at, updated, last_step, color,
-         seq, total_steps, step_seconds, last_step_time, notes, project) = cur.fetchone()
+        row = cur.fetchone()
+    if row is None:
+        return None
+    (project_id, name, wire_name, started, status, started_at, updated, last_step, color,
+     seq, total_steps, step_seconds, last_step_time, notes, project) = row
     run = Run(id=pk, project_id=project_id, name=name, wire_name=wire_name,
               started=bool(started), status=status, last_step=last_step, color=color, seq=seq,
               total_steps=total_steps, step_seconds=step_seconds, last_step_time=last_step_time,

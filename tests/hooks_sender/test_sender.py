@@ -409,6 +409,31 @@ def test_unacknowledged_messages_are_resent_with_their_ids_after_a_drop(
     assert sorted({m["step"] for m in server.received}) == list(range(100))
 
 
+def test_a_4413_splits_the_large_message_not_the_oldest_one_awaiting_its_ack(
+        tmp_path: Path) -> None:
+    # A server that reads on before it replies (acks take 0.5 s) refuses the wide step while
+    # the small steps sent before it still await their acks: the wide one is split, no small
+    # one is blamed (a one-key step cannot be split: it would be dropped).
+    def reply(msg: dict[str, Any], n: int) -> str | int:
+        return 4413 if len(msg["metrics"]) > 100 and "." not in msg["id"] else "ack"
+
+    wide = {f"wide/{i}": float(i) for i in range(2000)}
+    with ScriptedServer(reply, ack_delay=0.5) as server:
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path, backoff_initial=0.05)
+        for step in range(5):
+            c.log_step(step, {"a": float(step)})
+            time.sleep(0.06)  # one pump pass each: frames of their own
+        c.log_step(5, wide)
+        assert c.flush(30), c.not_stored
+        stats = c.stats
+        assert c.close(5)
+    assert stats["splits"] == 1 and c.not_stored == []
+    assert {m["step"] for m in server.received} == set(range(6))
+    halves = [m for m in server.received if m["step"] == 5 and "." in m["id"]]
+    assert [m["id"].rsplit(".", 1)[1] for m in halves] == ["0", "1"]
+    assert {k: v for m in halves for k, v in m["metrics"].items()} == wide
+
+
 def test_a_bad_token_stops_the_client_and_keeps_the_outbox(tmp_path: Path,
                                                            caplog: pytest.LogCaptureFixture
                                                            ) -> None:
