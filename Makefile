@@ -57,6 +57,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/renormalize.py
 	$(PY) bench/peers_workload.py
 	$(PY) bench/samples.py
+	$(PY) bench/isolation.py
 	$(PY) bench/soak.py
 
 clean:
