@@ -208,16 +208,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--reads", type=int, default=20)
+    parser.add_argument("--only", choices=("ingest", "api", "viewer"), action="append",
+                        help="run only these parts (repeatable; default: all)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         state = ServerState(Path(tmp))
         server = LiveServer(state).start()
         try:
             token = state.token("bench")
+            only = set(args.only or ("ingest", "api", "viewer"))
             bench_ingest(server, token, args.steps, Path(tmp) / "telescope.sqlite3")
             rid = run_id(server, "ingest-text-1")
-            bench_api(server, rid, args.steps // 2, args.reads)
-            bench_viewer(server, rid, args.steps // 2)
+            if "api" in only:
+                bench_api(server, rid, args.steps // 2, args.reads)
+            if "viewer" in only:
+                bench_viewer(server, rid, args.steps // 2)
         finally:
             server.stop()
     print("targets: ingest with text within 2x of without; api <= 100 ms without text, "

@@ -234,9 +234,9 @@ class SampleBatch(models.Model):
 class SampleText(models.Model):
     """The `prompt` and `completion` texts of one message's samples of one step, in the order
     of its SampleBatch (see ingest.texts). Kept apart from the numeric columns so aggregation
-    and series reads never load text. Written raw in the message's transaction and compressed
-    just after its commit, off the ack path. No database constraint on `run`: rows are removed
-    with the run's other data."""
+    and series reads never load text. Packed and compressed in bulk (one blob per row) in the
+    message's transaction. No database constraint on `run`: rows are removed with the run's
+    other data."""
 
     run = models.ForeignKey(Run, on_delete=models.DO_NOTHING, db_index=False,
                             db_constraint=False)
@@ -244,15 +244,10 @@ class SampleText(models.Model):
     msg_id = models.CharField(max_length=200)
     n = models.IntegerField()
     nbytes = models.BigIntegerField()  # UTF-8 bytes of its texts (what the run limit counts)
-    compressed = models.BooleanField(default=False)
     data = models.BinaryField()
 
     class Meta:
-        indexes = [
-            models.Index(fields=["run", "step"], name="sampletext_run_step"),
-            models.Index(fields=["id"], condition=models.Q(compressed=False),
-                         name="sampletext_raw"),
-        ]
+        indexes = [models.Index(fields=["run", "step"], name="sampletext_run_step")]
 
 
 class SampleTextUsage(models.Model):

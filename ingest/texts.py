@@ -15,24 +15,24 @@ Limits (UTF-8 bytes; settings, docs/protocol.md "Sample text"):
   `left_out` — so a run never loses rewards to its text budget. The count is one row per run,
   updated under the run's row lock that every write of the run holds.
 
-Compression happens after the commit, off the ack path: compressing a megabyte of text takes
-several times longer than storing the message's numbers, so the transaction writes the text
-raw and one background thread per process (`Compressor`) compresses the rows of committed
-messages and rewrites them once ingest pauses (or the raw backlog grows large). A row a crash
-left raw stays readable, and the next pass of any process compresses it (`compressed` is
-false: a partial index finds them).
+A row is packed with bulk operations, no Python per sample: the distinct strings of the step
+(a GRPO group's samples share their prompt: it is stored once) concatenated into one UTF-8
+text, their lengths, and per sample (prompts, then completions) the index of its string (-1:
+none); the whole compressed by ONE zlib call (level 1: text shrinks about 3×) in the
+transaction. Measured (bench/samples.py), compressing there is cheaper than writing the text raw
+and rewriting it compressed after the commit, as this module did before: on SQLite a commit
+pays for every byte it writes (the WAL checkpoint), and the rewrite wrote it all twice.
 
-Blob format: one byte, 0 raw or 1 zlib (level 1: text shrinks about 3×), then msgpack
-`[prompts, completions]` (compressed when 1), each a list of the step's samples' strings or
-nulls, or null when the message had no such column.
+Blob format: one byte, then
+- 3 (`PACKED`): zlib of msgpack `[n, [has_prompt, has_completion], index, lengths, text]`,
+  `index` int32 little-endian (n per present column), `lengths` int32 (characters of each
+  distinct string), `text` their UTF-8 concatenation (surrogates passed through);
+- 0 / 1: rows written before migration 0010 (which converts them): msgpack
+  `[prompts, completions]`, raw or zlib; still read.
 """
 
 from __future__ import annotations
 
-import atexit
-import logging
-import threading
-import time
 import zlib
 from typing import Any
 
@@ -40,18 +40,17 @@ import msgpack
 import numpy as np
 from django.conf import settings
 from django.core.signals import setting_changed
-from django.db import DatabaseError, connection, transaction
+from django.db import connection
 
 from ingest import columns
 from trainer_hooks.wire import protocol as p
 
-log = logging.getLogger(__name__)
-RAW, ZLIB = b"\x00", b"\x01"
+RAW, ZLIB, PACKED = b"\x00", b"\x01", b"\x03"
 LEVEL = 1
-SWEEP_ROWS = 100  # leftover raw rows compressed per query
 SETTINGS = ("TELESCOPE_MAX_TEXT_BYTES_PER_MESSAGE", "TELESCOPE_MAX_TEXT_BYTES_PER_RUN")
 
-Texts = tuple[list[str | None] | None, list[str | None] | None]  # (prompts, completions)
+Column = list[str | None] | None
+Texts = tuple[Column, Column]  # (prompts, completions)
 
 
 def apply_settings(**_: Any) -> None:
@@ -87,56 +86,95 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
         return dict.fromkeys(names, why)
     slices = columns.step_slices(msg.step)
     rows = []
-    for step, idx in slices:
-        cols = [_take(getattr(msg, name), idx) for name in p.TEXT_COLUMNS]
-        if all(c is None or c.count(None) == len(c) for c in cols):
-            continue  # no sample of this step has text
-        nbytes = msg.text_bytes if len(slices) == 1 else sum(
-            p.utf8_bytes([s for s in c if s is not None]) for c in cols if c is not None)
-        rows.append((run_id, step, msg.id, int(idx.size), nbytes, False, encode(cols)))
+    for step, idx in slices:  # one row per step the message spans (usually one)
+        cols = (_take(msg.prompt, idx), _take(msg.completion, idx))
+        packed = pack(cols, msg.text_bytes if len(slices) == 1 else None)
+        if packed is not None:  # else no sample of this step has text
+            rows.append((run_id, step, msg.id, int(idx.size), *packed))
     if not rows:
         return {}
     with connection.cursor() as cur:
-        cur.executemany("INSERT INTO ingest_sampletext (run_id, step, msg_id, n, nbytes,"
-                        " compressed, data) VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+        cur.executemany("INSERT INTO ingest_sampletext (run_id, step, msg_id, n, nbytes, data)"
+                        " VALUES (%s, %s, %s, %s, %s, %s)", rows)
         cur.execute("INSERT INTO ingest_sampletextusage (run_id, nbytes) VALUES (%s, %s)"
                     " ON CONFLICT (run_id) DO UPDATE"
                     " SET nbytes = ingest_sampletextusage.nbytes + excluded.nbytes",
                     [run_id, sum(r[4] for r in rows)])
-    steps, raw = [r[1] for r in rows], sum(r[4] for r in rows)
-    transaction.on_commit(lambda: COMPRESSOR.submit(run_id, msg.id, steps, raw))
     return {}
 
 
-def _take(values: list[str | None] | None, idx: np.ndarray) -> list[str | None] | None:
+def _take(values: Column, idx: np.ndarray) -> Column:
     if values is None:
         return None
     if idx.size == len(values) and (idx.size < 2 or bool((np.diff(idx) == 1).all())):
         return values  # the whole message, in order: the usual case
-    return [values[i] for i in idx.tolist()]
+    return list(map(values.__getitem__, idx.tolist()))
 
 
-def encode(texts: list[list[str | None] | None]) -> bytes:
-    """A raw blob (what the transaction writes)."""
-    return RAW + msgpack.packb(texts, use_bin_type=True)
+def pack(cols: Texts, nbytes: int | None = None) -> tuple[int, bytes] | None:
+    """One step's texts as one blob, with their UTF-8 bytes (`nbytes` when the caller has
+    counted them: the wire validator did); None when no sample has text."""
+    present = [c for c in cols if c is not None]
+    if not present:
+        return None
+    n = len(present[0])
+    values = present[0] if len(present) == 1 else present[0] + present[1]
+    distinct = dict.fromkeys(values)
+    distinct.pop(None, None)
+    if not distinct:
+        return None
+    strings: list[str] = list(distinct)  # type: ignore[arg-type]  # None popped
+    where: dict[str | None, int] = dict(zip(strings, range(len(strings)), strict=True))
+    where[None] = -1
+    index = np.fromiter(map(where.__getitem__, values), np.int32, len(values))
+    lengths = np.fromiter(map(len, strings), np.int32, len(strings))
+    joined = "".join(strings)
+    text = joined.encode("utf-8", "surrogatepass")
+    if nbytes is None:  # this step's part of the message: each sample's bytes, summed
+        sizes = lengths.astype(np.int64) if len(text) == len(joined) else np.fromiter(
+            map(len, map(_utf8, strings)), np.int64, len(strings))
+        nbytes = int(sizes[index[index >= 0]].sum())
+    payload = msgpack.packb([n, [c is not None for c in cols], index.astype("<i4").tobytes(),
+                             lengths.astype("<i4").tobytes(), text], use_bin_type=True)
+    return nbytes, PACKED + zlib.compress(payload, LEVEL)
 
 
-def compress(blob: bytes) -> bytes:
-    """A raw blob compressed (the same texts)."""
-    data = bytes(blob)
-    return data if data[:1] == ZLIB else ZLIB + zlib.compress(data[1:], LEVEL)
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "surrogatepass")
+
+
+# ---------------------------------------------------------------- read
 
 
 def decode(blob: bytes) -> Texts:
     data = bytes(blob)
-    if data[:1] == ZLIB:
-        packed = zlib.decompress(data[1:])
-    elif data[:1] == RAW:
-        packed = data[1:]
+    kind = data[:1]
+    if kind == PACKED:
+        return _unpack(zlib.decompress(data[1:]))
+    if kind == ZLIB:
+        data = zlib.decompress(data[1:])
+    elif kind == RAW:
+        data = data[1:]
     else:
-        raise ValueError(f"unknown sample text format {data[:1]!r}")
-    prompts, completions = msgpack.unpackb(packed, raw=False)
+        raise ValueError(f"unknown sample text format {kind!r}")
+    prompts, completions = msgpack.unpackb(data, raw=False)
     return prompts, completions
+
+
+def _unpack(payload: bytes) -> Texts:
+    n, has, index, lengths, text = msgpack.unpackb(payload, raw=False)
+    sizes = np.frombuffer(lengths, "<i4").astype(np.int64)
+    ends = np.cumsum(sizes)
+    joined = text.decode("utf-8", "surrogatepass")
+    strings: list[str | None] = list(map(joined.__getitem__, map(
+        slice, (ends - sizes).tolist(), ends.tolist())))
+    strings.append(None)  # index -1: this sample has no such text
+    values = list(map(strings.__getitem__, np.frombuffer(index, "<i4").tolist()))
+    out: list[Column] = []
+    for present in has:
+        out.append(values[:n] if present else None)
+        values = values[n:] if present else values
+    return out[0], out[1]
 
 
 def run_bytes(run_id: int) -> int:
@@ -145,113 +183,6 @@ def run_bytes(run_id: int) -> int:
         cur.execute("SELECT nbytes FROM ingest_sampletextusage WHERE run_id = %s", [run_id])
         row = cur.fetchone()
     return int(row[0]) if row else 0
-
-
-# ---------------------------------------------------------------- compression
-
-
-class Compressor:
-    """Compresses the text rows of committed messages on one background thread per process, so
-    that no ack waits for zlib and compression does not contend with a burst of writes: it
-    starts once no text was written for QUIET_SECONDS, or when the raw backlog reaches
-    MAX_RAW_BYTES, or MAX_WAIT_SECONDS after the oldest job. The first pass of a process also
-    compresses whatever a crashed process left raw. `wait` compresses everything now."""
-
-    QUIET_SECONDS = 0.5
-    MAX_WAIT_SECONDS = 10.0
-    MAX_RAW_BYTES = 64 << 20
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.jobs: list[tuple[int, str, list[int]]] = []
-        self.backlog = 0
-        self.last = self.oldest = 0.0
-        self.busy = self.hurry = False
-        self.swept = False
-        self.thread: threading.Thread | None = None
-
-    def submit(self, run_id: int, msg_id: str, steps: list[int], nbytes: int) -> None:
-        with self.cond:
-            now = time.monotonic()
-            if not self.jobs:
-                self.oldest = now
-            self.jobs.append((run_id, msg_id, steps))
-            self.backlog += nbytes
-            self.last = now
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._loop, name="telescope-texts",
-                                               daemon=True)
-                self.thread.start()
-            self.cond.notify_all()
-
-    def wait(self, timeout: float | None = 60.0) -> bool:
-        """Compress every job submitted so far now; True once done (tests, shutdown)."""
-        with self.cond:
-            self.hurry = True
-            self.cond.notify_all()
-            done = self.cond.wait_for(lambda: not self.jobs and not self.busy, timeout)
-            self.hurry = False
-            return done
-
-    def _delay(self) -> float | None:
-        """Seconds until the pending jobs are due (0: now; None: there are none)."""
-        if not self.jobs:
-            return None
-        if self.hurry or self.backlog >= self.MAX_RAW_BYTES:
-            return 0.0
-        now = time.monotonic()
-        return max(0.0, min(self.last + self.QUIET_SECONDS, self.oldest + self.MAX_WAIT_SECONDS)
-                   - now)
-
-    def _loop(self) -> None:
-        while True:
-            with self.cond:
-                while (delay := self._delay()) != 0.0:
-                    self.cond.wait(delay)
-                jobs, self.jobs, self.backlog, self.busy = self.jobs, [], 0, True
-            try:
-                self._run(jobs)
-            finally:
-                with self.cond:
-                    self.busy = False
-                    self.cond.notify_all()
-
-    def _run(self, jobs: list[tuple[int, str, list[int]]]) -> None:
-        try:
-            for run_id, msg_id, steps in jobs:
-                marks = ", ".join(["%s"] * len(steps))
-                self._compress("SELECT id, data FROM ingest_sampletext WHERE run_id = %s AND"
-                               f" step IN ({marks}) AND msg_id = %s AND NOT compressed",
-                               [run_id, *steps, msg_id])
-            if not self.swept:
-                self.swept = True
-                while self._compress("SELECT id, data FROM ingest_sampletext WHERE NOT"
-                                     f" compressed ORDER BY id LIMIT {SWEEP_ROWS}", []):
-                    pass
-        except DatabaseError as exc:  # the raw rows stay readable; a later pass retries them
-            self.swept = False
-            log.warning("sample text not compressed yet: %s", exc)
-        finally:
-            connection.close()
-
-    @staticmethod
-    def _compress(query: str, params: list[Any]) -> int:
-        with connection.cursor() as cur:
-            cur.execute(query, params)
-            found = cur.fetchall()
-        rows = [(compress(data), True, pk) for pk, data in found]
-        if rows:
-            with transaction.atomic(), connection.cursor() as cur:
-                cur.executemany("UPDATE ingest_sampletext SET data = %s, compressed = %s"
-                                " WHERE id = %s AND NOT compressed", rows)
-        return len(rows)
-
-
-COMPRESSOR = Compressor()
-atexit.register(COMPRESSOR.wait, 30.0)  # what this process stored leaves compressed
-
-
-# ---------------------------------------------------------------- read
 
 
 def step_texts(run_id: int, step: int) -> dict[str, tuple[int, Texts]]:

@@ -157,7 +157,7 @@ class MetricsPage {
     }
     this.visibility.primeNow(this.view.charts.values());
     this.loader.pump(); // send those requests now, not once this task is over
-    if (i < entries.length) this.addEntries(entries.slice(i));
+    this.addEntries(entries.slice(i)); // also when none are left: an empty run says so
   }
 
   removeRun(id) {

@@ -7,7 +7,6 @@ per-run text limits; errors naming the field. Runs on SQLite and, with DATABASE_
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,7 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def project() -> Iterator[int]:
     yield Project.objects.create(name="p").pk
-    texts.COMPRESSOR.wait()  # its background jobs end before the database is flushed
 
 
 def msg(mid: str, step: Any, rewards: list[Any], groups: list[Any], **extra: Any
@@ -79,31 +77,15 @@ def test_text_is_returned_only_when_asked_for_and_matches_what_was_sent(project:
 def test_text_is_stored_compressed_apart_from_the_numeric_columns(project: int) -> None:
     completion = ["the quick brown fox jumps over the lazy dog " * 50] * 8
     send(project, msg("m1", 0, [0.0] * 8, [0] * 8, completion=completion))
-    texts.COMPRESSOR.wait()  # compressed just after the commit, off the ack path
     [batch] = SampleBatch.objects.all()
-    [row] = SampleText.objects.all()
+    [row] = SampleText.objects.all()  # one row for the message's step, compressed at once
     assert b"lazy dog" not in bytes(batch.data)  # aggregation reads never see text
-    assert (row.step, row.msg_id, row.n, row.compressed) == (0, "m1", 8, True)
+    assert (row.step, row.msg_id, row.n) == (0, "m1", 8)
     assert row.nbytes == sum(len(c) for c in completion) == texts.run_bytes(run_id())
     data = bytes(row.data)
     assert len(data) < row.nbytes / 10  # repetitive text compresses
-    assert data[:1] == texts.ZLIB
-    assert msgpack.unpackb(zlib.decompress(data[1:])) == [None, completion]
-
-
-def test_text_a_crash_left_raw_is_readable_and_compressed_by_the_next_job(project: int) -> None:
-    send(project, msg("m1", 0, [0.0], [0], prompt=["left raw"]))
-    texts.COMPRESSOR.wait()
-    SampleText.objects.update(compressed=False, data=texts.encode([["left raw"], None]))
-    _, body = get(f"/api/runs/{run_id()}/samples", step=0, text=1)
-    assert body["samples"][0]["prompt"] == "left raw"
-    texts.COMPRESSOR.swept = False  # as in a process started after the crash
-    send(project, msg("m2", 1, [0.0], [0], prompt=["new"]))
-    texts.COMPRESSOR.wait()
-    assert list(SampleText.objects.order_by("step").values_list("compressed", flat=True)) == [
-        True, True]
-    _, body = get(f"/api/runs/{run_id()}/samples", step=0, text=1)
-    assert body["samples"][0]["prompt"] == "left raw"
+    assert data[:1] == texts.PACKED
+    assert texts.decode(data) == (None, completion)
 
 
 def test_a_message_over_two_steps_keeps_each_text_with_its_sample(project: int) -> None:
@@ -291,7 +273,6 @@ def test_the_viewer_page_embeds_the_step_escaped(project: int) -> None:
 def test_deleting_a_run_removes_its_text(project: int) -> None:
     other = {**msg("b", 0, [1.0], [0], prompt=["kept"]), "run": "other"}
     send(project, msg("a", 0, [1.0], [0], prompt=["gone"]), other)
-    texts.COMPRESSOR.wait()
     assert housekeeping.delete(run_id())
     assert list(SampleText.objects.values_list("msg_id", flat=True)) == ["b"]
     assert list(SampleTextUsage.objects.values_list("nbytes", flat=True)) == [4]
