@@ -8,7 +8,7 @@ Runs on SQLite and, with DATABASE_URL, PostgreSQL.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgpack
@@ -44,7 +44,7 @@ def api_texts(step: int) -> dict[str, tuple[Any, Any]]:
     return {s["sample_id"]: (s["prompt"], s["completion"]) for s in body["samples"]}
 
 
-def utf8(values: list[str | None]) -> int:
+def utf8(values: Sequence[str | None]) -> int:
     return sum(len(v.encode("utf-8", "surrogatepass")) for v in values if v is not None)
 
 
@@ -130,7 +130,8 @@ def test_migration_0010_converts_rows_of_the_earlier_format(project: int) -> Non
     run = Run.objects.get(name="r")
     prompts: list[str | None] = [*UNICODE, None]
     completions: list[str | None] = [None, *UNICODE]
-    legacy = {  # step: (format byte, texts): raw as a crash left it, and zlib-compressed
+    legacy: dict[int, tuple[bytes, list[Any]]] = {  # step: (format byte, texts): raw as a
+        # crash left it, and zlib-compressed
         0: (texts.RAW, [prompts, None]),
         1: (texts.ZLIB, [prompts, completions]),
         2: (texts.ZLIB, [None, completions]),
@@ -151,7 +152,7 @@ def test_migration_0010_converts_rows_of_the_earlier_format(project: int) -> Non
     assert [r.step for r in rows] == [0, 1, 2] and {r.nbytes for r in rows} == {7}
     for row in rows:
         assert bytes(row.data)[:1] == texts.PACKED
-        assert texts.decode(row.data) == tuple(legacy[row.step][1])
+        assert texts.decode(bytes(row.data)) == tuple(legacy[row.step][1])
     assert texts.step_texts(run.pk, 1) == {"m1": (len(prompts), (prompts, completions))}
 
 

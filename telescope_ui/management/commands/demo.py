@@ -18,7 +18,7 @@ from telescope_ui.models import Layout
 BATCH = 500  # messages per transaction
 
 # The Custom view a newcomer finds for the demo project: the charts one looks at first.
-STARTER_CHARTS = [
+STARTER_CHARTS: list[dict[str, Any]] = [
     {"id": series_id("reward", "reward", "mean"), "wide": True},
     {"id": series_id("step", "entropy")},
     {"id": series_id("step", "kl_divergence_inference")},
