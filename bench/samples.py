@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 import urllib.request
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 

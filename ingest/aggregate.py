@@ -1,5 +1,5 @@
-"""Per-step aggregation: the metric families of DESIGN.md, computed from the samples of many steps
-at once.
+"""Per-step aggregation: the metric families of docs/statistics.md, computed from the samples
+of many steps at once.
 
 Pure: numpy only. `aggregate_steps` turns a `StepSamples` holding one or more steps (canonical
 order) and the declared ranges into a `Table`: one row per step, one column per series
@@ -36,7 +36,7 @@ __all__ = ["Table", "aggregate_blobs", "aggregate_step", "aggregate_steps", "gro
 Bound = Callable[[EnvRanges], float | None]
 Family = tuple[str, str, str]  # (kind, key, stat); the env is the cell's scope
 
-# Undeclared bounds: Gini and "all at min" use 0, "all at max" uses 1 (DESIGN.md).
+# Undeclared bounds: Gini and "all at min" use 0, "all at max" uses 1 (docs/statistics.md).
 DEFAULT_LO, DEFAULT_HI = 0.0, 1.0
 RATIO = "group_length_max_median_ratio_mean"
 NAN = float("nan")
@@ -343,7 +343,7 @@ def _discarded_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
 
 def aggregate_steps(s: StepSamples, ranges: dict[str, EnvRanges],
                     observed: Observed | None = None) -> Table:
-    """Every per-step series of DESIGN.md "Metric families computed per step from samples",
+    """Every per-step series of docs/statistics.md "Families",
     and the normalized family of the reward and each sample metric, for every step of `s`.
 
     `ranges` maps environment name to its declared ranges (a missing name declares nothing);

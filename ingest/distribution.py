@@ -3,7 +3,7 @@ the completion length spread at each step, as counts on a grid of step buckets Ã
 
 Counted on request from the run's stored raw sample batches â€” the per-step aggregates keep
 moments, not distributions. Kept samples only, finite values only, optionally one environment
-(the rules of DESIGN.md for every sample family). Bins span the run's range of the value; steps
+(per docs/statistics.md, for every sample family). Bins span the run's range of the value; steps
 are bucketed into at most `max_steps` columns of consecutive steps. Batches are read a chunk of
 steps at a time, as the pipeline reads them, so memory stays bounded whatever the run's length;
 counting is numpy over a chunk's samples. Counts need no canonical order, so a chunk gathers

@@ -1,4 +1,4 @@
-"""Per-group statistics over a step's samples: Gini (DESIGN.md) and max / median ratio.
+"""Per-group statistics over a step's samples: Gini (docs/statistics.md) and max / median ratio.
 
 Pure: numpy only, no loop over samples or groups. Values are sorted once within their groups;
 every statistic is then a handful of `reduceat` / indexing passes over the sorted array.

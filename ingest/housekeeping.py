@@ -1,4 +1,4 @@
-"""Renaming, annotating, recolouring and deleting runs (PROTOCOL.md §4 `PATCH` / `DELETE`).
+"""Renaming, annotating, recolouring and deleting runs (docs/protocol.md "One run").
 
 A rename changes the name people see; trainers keep addressing the run by its wire name and
 incarnation (ingest.runs), so a live run can be renamed. Deleting removes the run and all its

@@ -32,7 +32,7 @@ class Token(models.Model):
 
 class Run(models.Model):
     """A run. `name` is what people see (unique in the project, renamable); `wire_name` is the
-    name trainers address it by (PROTOCOL `run`): a new experiment under a name that already
+    name trainers address it by (the message's `run`): a new experiment under a name that already
     has data is a new run with the same wire name and a suffixed `name` (see ingest.runs)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")

@@ -1,4 +1,4 @@
-"""Range normalization (DESIGN.md "Ranges and normalization"): per sample, by the range of
+"""Range normalization (docs/statistics.md "Normalization"): per sample, by the range of
 the sample's own environment.
 
 Pure: numpy only. v′ = (v − min)/(max − min), reversed (1 − v′) when the metric is declared

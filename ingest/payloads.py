@@ -30,7 +30,7 @@ def catalog_entry(sid: str, kind: str, key: str, stat: str | None, env: str | No
 
 
 def run_info(run: Run) -> dict[str, Any]:
-    """A run as the read API lists it (PROTOCOL.md §4)."""
+    """A run as the read API lists it (docs/protocol.md "Runs")."""
     status = progress.status_of(run.status, run.updated_at, now())
     return {
         "id": run.pk,

@@ -240,6 +240,6 @@ def total_pending_steps() -> int:
 
 
 def run_detail(run: Run) -> dict[str, Any]:
-    """`run_info` plus what only a single run's page needs: its config (PROTOCOL §4; health
-    hints read it) and its re-aggregation backlog."""
+    """`run_info` plus what only a single run's page needs: its config
+    (docs/protocol.md "One run"; health hints read it) and its re-aggregation backlog."""
     return {**run_info(run), "config": run.config, "pending_steps": pending_steps(run.pk)}

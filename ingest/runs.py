@@ -1,4 +1,5 @@
-"""Which run a message belongs to (PROTOCOL.md §1, "Runs and incarnations"), and its row lock.
+"""Which run a message belongs to (docs/protocol.md "Runs, experiments and incarnations"),
+and its row lock.
 
 A message names a run (`run`, its *wire name*) and, from `trainer_hooks`, carries the client's
 `incarnation`: an id for one run attempt. The rules, applied in the message's transaction:

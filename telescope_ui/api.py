@@ -1,5 +1,5 @@
-"""Read API (PROTOCOL.md §4): runs, catalog, series; the distribution of a sample value over
-steps (docs/protocol.md)."""
+"""Read API (docs/protocol.md "HTTP endpoints"): runs, catalog, series; the distribution of a
+sample value over steps."""
 
 from __future__ import annotations
 

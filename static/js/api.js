@@ -1,5 +1,5 @@
-// The read API (PROTOCOL.md §4) and the page writes (run colour, Custom view layout; both
-// CSRF-protected).
+// The read API (docs/protocol.md "HTTP endpoints") and the page writes (run colour, Custom view
+// layout; both CSRF-protected).
 
 export class HttpError extends Error {
   constructor(status, body) {

@@ -31,7 +31,7 @@ def post_grpo(dashboard, run: str, clip: list[float], config: dict) -> None:
 def test_a_clip_fraction_at_n_mini_1_warns_on_its_chart_and_section(page, dashboard):
     post_grpo(dashboard, "nmini", [0.0, 0.0, 0.02, 0.0], {"n_mini": 1})
     run_id = dashboard.run_id("nmini")
-    # The page reads the run's config (PROTOCOL §4: GET /api/runs/<id> carries it).
+    # The page reads the run's config (docs/protocol.md "One run": GET /api/runs/<id> carries it).
     assert dashboard.get(f"/api/runs/{run_id}").get("config") == {"n_mini": 1}
     open_metrics(page, dashboard, "nmini")
     mark = card(page, CLIP).locator("[data-health]")

@@ -1,4 +1,4 @@
-"""createtoken and declare_ranges (PROTOCOL.md §3)."""
+"""createtoken and declare_ranges (docs/protocol.md "Commands")."""
 
 from __future__ import annotations
 

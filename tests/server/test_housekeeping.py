@@ -1,4 +1,4 @@
-"""Run housekeeping through the API (PROTOCOL.md §4 PATCH / DELETE): what a PATCH refuses and
+"""Run housekeeping through the API (docs/protocol.md "One run"): what a PATCH refuses and
 why, that it changes nothing then, the live `run` messages pages get for an edit or a delete,
 and that a DELETE leaves no row of the run in any table (run this file on SQLite and, with
 DATABASE_URL, on PostgreSQL)."""

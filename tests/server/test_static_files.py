@@ -96,6 +96,20 @@ def test_pages_link_hashed_names_served_precompressed_and_cached_for_good(
             assert brotli.decompress(br.body) == plain.body
 
 
+def test_ranges_heads_and_revalidation_are_answered(server: LiveServer) -> None:
+    [link] = re.findall(r'/static/js/runs\.[0-9a-f]{12}\.js', get(server.http + "/").body.decode())
+    plain = get(server.http + link)
+    part = get(server.http + link, Range="bytes=10-19")
+    assert part.status == 206 and part.body == plain.body[10:20]
+    assert part.headers["Content-Range"] == f"bytes 10-19/{len(plain.body)}"
+    head = urllib.request.Request(server.http + link, method="HEAD")
+    with urllib.request.urlopen(head, timeout=30) as res:
+        assert res.status == 200 and res.read() == b""
+        assert int(res.headers["Content-Length"]) == len(plain.body)
+    again = get(server.http + link, **{"If-None-Match": plain.headers["ETag"]})
+    assert again.status == 304 and again.body == b""
+
+
 def test_module_imports_name_hashed_files_and_the_page_preloads_the_whole_graph(
         server: LiveServer) -> None:
     page = get(metrics_url(server)).body.decode()

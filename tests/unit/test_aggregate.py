@@ -35,7 +35,7 @@ def make_step(
 
 
 # ---------------------------------------------------------------------------------------------
-# The oracle: the DESIGN.md definitions, one sample at a time, no numpy arithmetic.
+# The oracle: the docs/statistics.md definitions, one sample at a time, no numpy arithmetic.
 
 
 def oracle_gini(pairs_by_group: dict[int, list[tuple[float, float]]]):
@@ -225,7 +225,7 @@ def oracle_ranges(out, s, ranges, env, kept, key, col, metric):
 
 
 def oracle(s: StepSamples, ranges: dict[str, EnvRanges]) -> dict:
-    """Every series, recomputed sample by sample from the DESIGN.md definitions."""
+    """Every series, recomputed sample by sample from the docs/statistics.md definitions."""
     out: dict = {}
     codes = sorted({int(e) for e in s.env if e >= 0})
     scopes = [(None, None, list(range(s.n)))]

@@ -1,5 +1,5 @@
 """The normalized family (ingest.normalize, ingest.aggregate) against a loop oracle written from
-DESIGN.md "Ranges and normalization": each sample mapped by its own environment's range."""
+docs/statistics.md "Normalization": each sample mapped by its own environment's range."""
 
 from __future__ import annotations
 
