@@ -13,7 +13,7 @@ Measures, with their targets:
   sample of the step drawn, cold (fresh context) and warm (reload) (<= 500 ms).
 
 Run: .venv/bin/python bench/samples.py [--steps 40] [--reads 20] [--rounds 3]
-     [--only ingest|api|viewer ...]
+     [--only ingest|api|viewer ...]  (ingest always runs: the others read its run)
 """
 
 from __future__ import annotations
