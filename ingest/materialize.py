@@ -447,15 +447,24 @@ class Materializer:
 MATERIALIZER = Materializer()
 
 
+def checkpoint() -> None:
+    """Fold SQLite's write-ahead log into the database (PASSIVE: never waits for readers or
+    writers) here, on the pipeline's thread, rather than in some ingest commit."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cur:
+            cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
 async def sweep_forever(interval: float) -> None:
     """The server's own pipeline loop (started with the server, see telescope_ui.serve): every
     `interval` seconds, any run with steps waiting — after a declaration change made by
     another process (`manage.py declare_ranges`), a widened observed range, or a crash — is
-    aggregated, with no page or trainer connected."""
+    aggregated, with no page or trainer connected; and SQLite's write-ahead log is checkpointed."""
     MATERIALIZER.loop = asyncio.get_running_loop()
     while True:
         try:
             await MATERIALIZER._call(renormalize.apply_due)
+            await MATERIALIZER._call(checkpoint)
             for run_id in await MATERIALIZER._call(dirty_runs):
                 if run_id not in MATERIALIZER.pending:
                     MATERIALIZER.kick(run_id)

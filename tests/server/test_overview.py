@@ -5,6 +5,7 @@ the demo command leaving its run finished."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from types import SimpleNamespace
@@ -64,7 +65,9 @@ def test_the_overview_carries_the_runs_info_config_and_environments(project: int
     assert {e["key"] for e in catalog["series"]} == {"loss"}
     assert "csrftoken" in res.cookies  # the housekeeping controls write with it
     assert f'href="/runs/{run_id}/metrics"' in html
-    assert "css/overview.css" in html and "js/overview.js" in html
+    # Its own style sheet and module, under their content-hashed names (ServeStatic).
+    assert re.search(r"/static/css/overview\.[0-9a-f]{12}\.css", html)
+    assert re.search(r"/static/js/overview\.[0-9a-f]{12}\.js", html)
 
 
 def test_the_overview_of_an_unknown_run_is_404_and_a_hostile_name_stays_text(
