@@ -155,7 +155,7 @@ class MetricsPage {
       this.addEntries(entries.slice(i, i + FIRST_SLICE));
       i += FIRST_SLICE;
     }
-    this.visibility.primeNow(this.view.charts.values());
+    this.visibility.primeInView(this.view.charts.values());
     this.loader.pump(); // send those requests now, not once this task is over
     this.addEntries(entries.slice(i)); // also when none are left: an empty run says so
   }

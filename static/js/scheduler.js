@@ -5,8 +5,7 @@
 export const MIN_INTERVAL_MS = 250; // ≤ 4 redraws per second per chart in view
 const OFFSCREEN_INTERVAL_MS = 2000; // near but not in view: kept roughly current, cheaply
 const FRAME_BUDGET_MS = 24;
-const NEAR_PX = 600;
-const NEAR_MARGIN = `${NEAR_PX}px 0px`;
+const NEAR_MARGIN = '600px 0px';
 const FAR_MARGIN = '2400px 0px';
 
 export class Scheduler {
@@ -81,18 +80,19 @@ export class Visibility {
   }
 
   /**
-   * Set `inView` and `near` of `charts` from the layout as it is now, rather than at the
-   * observers' first report (a frame later, once the page is painted): a page asks for the
-   * first screen's data before it builds the rest. The observers' reports still follow, and
+   * Mark the charts of `charts` in the viewport as in view and near from the layout as it is
+   * now, rather than at the observers' first report (a frame later, once the page is painted):
+   * a page asks for its first screen's data before it builds the rest, and for that alone (the
+   * charts near but out of view follow at the observers' report). The reports still come, and
    * correct any chart the rest of the page has moved since.
    */
-  primeNow(charts) {
+  primeInView(charts) {
     const height = innerHeight;
     for (const chart of charts) {
       const r = chart.el.getBoundingClientRect();
-      if (!r.height) continue; // hidden, or in a collapsed section
-      chart.inView = r.bottom > 0 && r.top < height;
-      if (r.bottom > -NEAR_PX && r.top < height + NEAR_PX) chart.setNear(true);
+      if (!r.height || r.bottom <= 0 || r.top >= height) continue; // out of view, or hidden
+      chart.inView = true;
+      chart.setNear(true);
     }
   }
 
