@@ -141,7 +141,10 @@ def test_two_runs_overlay_with_their_colours(page, dashboard):
                    + [step("b", n, {"entropy": 2.0 + n}) for n in range(6)])
     a, b = dashboard.run_id("a"), dashboard.run_id("b")
     open_metrics(page, dashboard, "a", f"?overlay={b}")
-    fig = wait_chart(page, sid("entropy"), "gd.data.length >= 2")
+    # Both runs' raw traces (run a's own chart may be drawn before the overlay's data comes).
+    fig = wait_chart(page, sid("entropy"), " && ".join(
+        f"gd.data.some(t => t.meta && t.meta.run === {r} && t.meta.role === 'raw')"
+        for r in (a, b)))
     colour_a = page.eval_on_selector(f"[data-run-id='{a}'] input[type=color]", "e => e.value")
     colour_b = page.eval_on_selector(f"[data-run-id='{b}'] input[type=color]", "e => e.value")
     assert colour_a != colour_b
