@@ -1,5 +1,5 @@
-"""Sample text (`prompt`, `completion`; PROTOCOL.md §1): stored compressed per (message, step),
-apart from the numeric columns, and read back for the samples API.
+"""Sample text (`prompt`, `completion`; docs/protocol.md "Sample text"): stored compressed per
+(message, step), apart from the numeric columns, and read back for the samples API.
 
 A samples message's text is stored in its transaction beside its batches (ingest.store), one
 `SampleText` row per step it spans, holding that step's texts in the order of the step's

@@ -1,5 +1,5 @@
 """The sample viewer (`/runs/<id>/samples?step=S`) and its read API (`GET /api/runs/<id>/samples`,
-PROTOCOL.md §4; docs/protocol.md "Read API: samples"), issue 17.
+docs/protocol.md "Read API: samples"), issue 17.
 
 One step's stored samples: every batch of the step (ingest.columns) concatenated, filtered
 (environment, kept or discarded, reward range), ordered by group then reward (highest first,
@@ -250,7 +250,7 @@ def colour_ranges(run_id: int, envs: list[str], metrics: list[str]) -> dict[str,
 
 
 def step_samples(run_id: int, q: Query) -> dict[str, Any]:
-    """The API's answer (PROTOCOL.md §4 plus the viewer's fields)."""
+    """The API's answer (docs/protocol.md "Read API: samples", plus the viewer's fields)."""
     step = q.step
     if step is None:
         step = neighbours(run_id, None)["last_step"]

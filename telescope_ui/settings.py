@@ -1,4 +1,4 @@
-"""Settings, read from the environment (PROTOCOL.md §5).
+"""Settings, read from the environment (docs/operations.md, docs/protocol.md "Limits").
 
 Embedded default: SQLite in WAL mode under TELESCOPE_DATA_DIR and the in-process channel layer.
 Scale-out: DATABASE_URL (PostgreSQL) and REDIS_URL (channels_redis pub/sub layer).
@@ -173,7 +173,7 @@ STORAGES = {
 }
 SERVESTATIC_KEEP_ONLY_HASHED_FILES = True
 
-# Ingest limits (PROTOCOL.md §1: 4413 too large, 4429 rate limited).
+# Ingest limits (docs/protocol.md "Limits": 4413 too large, 4429 rate limited).
 # Reads (pages, read API, live updates) from other than loopback need a signed-in user unless
 # this is set (see telescope_ui.access).
 TELESCOPE_PUBLIC_READ = envbool("TELESCOPE_PUBLIC_READ", False)
