@@ -1,5 +1,6 @@
-"""HTML pages (docs/protocol.md "HTTP endpoints"). Their static files (modules, style sheets, plotly.min.js) are
-served by ServeStatic under hashed names (telescope_ui.assets), linked with `{% static %}`."""
+"""HTML pages (docs/protocol.md "HTTP endpoints"). Their static files (modules, style sheets,
+plotly.min.js) are served by ServeStatic under hashed names (telescope_ui.assets), linked with
+`{% static %}`."""
 
 from __future__ import annotations
 
