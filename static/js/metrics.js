@@ -18,9 +18,8 @@ import { AllView } from './view.js';
 
 const CATALOG_REFRESH_MS = 300;
 const PLOTLY_AT_LATEST_MS = 3000;
-// Charts of the All view built before the first screen's data is asked for (the rest after):
-// more than a screen holds.
-const FIRST_CHARTS = 24;
+// The first catalog entries go into the All view this many at a time until it has more charts
+// than the viewport holds (addFirstScreenFirst).
 const FIRST_SLICE = 16;
 
 class MetricsPage {
@@ -144,14 +143,15 @@ class MetricsPage {
   }
 
   /**
-   * The first catalog into an empty All view: its first charts (in catalog order, as the page
-   * would place them anyway), then their data asked for, then the rest of the page, in the same
-   * task. Building ~300 chart cards takes a few hundred ms; the first screen's series are on
-   * their way meanwhile instead of after it (and after the first paint the observers wait for).
+   * The first catalog into an empty All view: its first entries (the view places entries in
+   * arrival order, so the page ends up as with one add), then the data of the charts in view
+   * asked for, then the rest of the page, in the same task. Building ~300 chart cards takes a
+   * few hundred ms; the first screen's series are on their way meanwhile instead of after it
+   * (and after the first paint, which the observers wait for).
    */
   addFirstScreenFirst(entries) {
     let i = 0;
-    while (i < entries.length && this.view.charts.size < FIRST_CHARTS) {
+    while (i < entries.length && this.view.charts.size < this.firstCharts) {
       this.addEntries(entries.slice(i, i + FIRST_SLICE));
       i += FIRST_SLICE;
     }
@@ -235,13 +235,15 @@ class MetricsPage {
   /**
    * Points per trace: about two per pixel of plot width (server bounds 10..20000). The width
    * follows from the grid's rules (CSS: columns of at least 380 px, 10 px apart), computed
-   * before any chart exists so that no layout of the whole page is forced.
+   * before any chart exists so that no layout of the whole page is forced. Also how many charts
+   * to build before the first screen's data is asked for (cards are about 250 px high).
    */
   measurePoints() {
     const width = this.root.clientWidth || innerWidth;
     const cols = Math.max(1, Math.floor((width + 10) / 390));
     const plot = (width - 10 * (cols - 1)) / cols - 16;
     this.maxPoints = Math.max(300, Math.min(2000, Math.round(2 * plot)));
+    this.firstCharts = 2 * cols * Math.ceil(innerHeight / 250); // twice the cards a screen holds
   }
 
   updateEmpty() {
