@@ -82,13 +82,16 @@ class MetricsPage {
   async start() {
     const primary = JSON.parse(document.getElementById('run-info').textContent);
     const catalog = JSON.parse(document.getElementById('run-catalog').textContent);
-    const overlay = new URLSearchParams(location.search).get('overlay') || '';
+    const overlay = (new URLSearchParams(location.search).get('overlay') || '').split(',')
+      .map(Number).filter((n) => n > 0 && n !== primary.id);
     this.measurePoints();
     this.startPlotly();
     this.live.start();
-    await this.addRun(primary, catalog);
+    // With runs to overlay, charts drawn before they are added would be drawn again, without
+    // a first screen sooner: the page is built the usual way then.
+    await this.addRun(primary, catalog, !overlay.length);
     if (!this.view.charts.size) this.plotlyNow();
-    for (const id of overlay.split(',').map(Number).filter((n) => n > 0 && n !== primary.id)) {
+    for (const id of overlay) {
       try {
         await this.addRun(await getRun(id));
       } catch (err) {
@@ -126,7 +129,7 @@ class MetricsPage {
 
   // ------------------------------------------------------------ runs
 
-  async addRun(info, catalog = null) {
+  async addRun(info, catalog = null, firstScreenFirst = false) {
     if (this.store(info.id)) return;
     const store = new RunStore(info);
     store.color = runColor(info);
@@ -136,8 +139,11 @@ class MetricsPage {
     this.runbar.render();
     const added = await store.loadCatalog(catalog);
     this.live.subscribe(store.id);
-    if (this.view instanceof AllView && !this.view.charts.size) this.addFirstScreenFirst(added);
-    else this.addEntries(added);
+    if (firstScreenFirst && this.view instanceof AllView && !this.view.charts.size) {
+      this.addFirstScreenFirst(added);
+    } else {
+      this.addEntries(added);
+    }
     this.syncUrl();
     this.view.invalidateAll();
   }
