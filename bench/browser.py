@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.live_server import LiveServer, ServerState  # noqa: E402
+from devtools.live_server import LiveServer, ServerState, running  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -209,8 +209,7 @@ def main() -> None:
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="telescope-bench-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     state = ServerState(data_dir)
-    server = LiveServer(state).start()
-    try:
+    with running(state) as server:
         token = state.token("bench")
         client = Client(server, token)
         names = keys(args.charts)
@@ -243,8 +242,6 @@ def main() -> None:
             charts = page.evaluate("document.querySelectorAll('.chart').length")
             ctx.close()
             browser.close()
-    finally:
-        server.stop()
 
     print(f"run: {last + 1} steps × {charts} charts (+{args.live} live steps)")
     for name, loads in (("cold cache", cold), ("warm cache", warm)):

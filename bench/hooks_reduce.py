@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.live_server import free_port  # noqa: E402
+from devtools.live_server import free_port  # noqa: E402
 from trainer_hooks.metrics.specs import MetricSpec, Reduce  # noqa: E402
 
 COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "barrier", "gather", "scatter")

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.live_server import LiveServer, ServerState, free_port  # noqa: E402
+from devtools.live_server import LiveServer, ServerState, free_port, running  # noqa: E402
 from trainer_hooks import connect  # noqa: E402
 from trainer_hooks.transport.client import Client  # noqa: E402
 
@@ -177,8 +177,7 @@ def main() -> int:
         idle.close(0.1)
         state = ServerState(tmp)
         token = state.token("bench")
-        server = LiveServer(state).start()
-        try:
+        with running(state) as server:
             client = connect(server.ws, token, "bench-sender", spool_dir=tmp / "spool",
                              max_queue=100_000)
             cost.update(caller_cost(client, args, "loaded", args.step_gap, args.samples_gap))
@@ -187,8 +186,6 @@ def main() -> int:
             stats = client.stats
             client.close(60)
             burst_result = burst(server, token, tmp, args.burst)
-        finally:
-            server.stop()
         offline = seal_rate(tmp, args)
     result = {"caller_cost": cost, "throughput": tput, "seal_rate_samples_per_s": offline,
               "burst": burst_result,

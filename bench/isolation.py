@@ -26,7 +26,7 @@ import orjson
 from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.live_server import LiveServer, ServerState  # noqa: E402
+from devtools.live_server import ServerState, running  # noqa: E402
 
 TARGET_MS = 100.0
 
@@ -60,8 +60,7 @@ def main() -> int:
     frames = backlog(args.steps, args.per_message, args.samples_per_step)
     with tempfile.TemporaryDirectory() as d:
         state = ServerState(Path(d))
-        server = LiveServer(state).start()
-        try:
+        with running(state) as server:
             token = state.token("bench")
             headers = {"Authorization": f"Bearer {token}"}
             phase = {"name": "baseline"}
@@ -97,8 +96,6 @@ def main() -> int:
                 took = time.perf_counter() - t0
             done.set()
             probe.join()
-        finally:
-            server.stop()
     base, busy = lat["baseline"], lat["backlog"]
     added_p99 = pct(busy, 99) - pct(base, 50)
     added_max = max(busy) - pct(base, 50)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.live_server import LiveServer, ServerState  # noqa: E402
+from devtools.live_server import LiveServer, ServerState, running  # noqa: E402
 from trainer_hooks import connect  # noqa: E402
 
 TARGET_S, MILESTONE_S = 2.0, 1.0
@@ -96,16 +96,13 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         state = ServerState(Path(d))
-        server = LiveServer(state).start()
-        try:
+        with running(state) as server:
             token = state.token("bench")
             times = []
             for i in range(args.repeat):
                 name = f"peers-{i}"
                 times.append(run_once(server, token, name, args))
                 check_readable(server, name, args.steps)
-        finally:
-            server.stop()
     best, median = min(times), float(np.median(times))
     n = args.steps * args.samples
     verdict = "met" if median <= TARGET_S else "MISSED"

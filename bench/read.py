@@ -33,9 +33,9 @@ def setup(data: Path) -> None:
 
 
 def build(steps: int, keys: int, samples_per_step: int) -> int:
+    from ingest.frames import handle_object
     from ingest.materialize import materialize_all
     from ingest.models import Project, Run
-    from ingest.service import handle_object
 
     existing = Run.objects.filter(name=f"read-bench-{steps}").first()
     if existing is not None:

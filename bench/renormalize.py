@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.live_server import LiveServer, ServerState  # noqa: E402
+from devtools.live_server import LiveServer, ServerState, running  # noqa: E402
 
 TARGET_S = 10.0
 
@@ -42,8 +42,7 @@ def main() -> int:
         t0 = time.perf_counter()
         state.manage("demo", "--steps", str(args.steps), timeout=3600)
         built = time.perf_counter() - t0
-        server = LiveServer(state).start()
-        try:
+        with running(state) as server:
             [run] = get(server, "/api/runs")["runs"]
             envs = tmp / "envs.yaml"
             envs.write_text("environments:\n"
@@ -57,8 +56,6 @@ def main() -> int:
                 time.sleep(0.05)
                 left = get(server, f"/api/runs/{run['id']}")["pending_steps"]
             took = time.perf_counter() - t0
-        finally:
-            server.stop()
     load = os.getloadavg()[0]
     verdict = "met" if took <= TARGET_S else "MISSED"
     print(f"demo run of {args.steps:,} steps built in {built:.1f} s; declare_ranges took "

@@ -6,7 +6,8 @@ Measures, with their targets:
 - ingest throughput over one WebSocket, a step per message, with text against the same
   messages without it (within 2x), interleaved rounds; an ack means the text is stored,
   compressed; and what of the difference is receiving and decoding (frames refused right
-  after decoding) and what validating and storing; apart, the client's encoding;
+  after decoding) and what validating and storing; apart, the client's encoding; and what the
+  stored text takes in the database against its UTF-8 size;
 - GET /api/runs/<id>/samples of one such step: without text (<= 100 ms) and with `text=1`
   (<= 300 ms), median of repeated requests, and the first one;
 - the viewer's first paint in headless Chromium (the system one): navigation start to every
@@ -34,7 +35,7 @@ import numpy as np
 import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.live_server import LiveServer, ServerState  # noqa: E402
+from devtools.live_server import LiveServer, ServerState  # noqa: E402
 
 N, GROUP, PROMPT_BYTES, COMPLETION_BYTES = 512, 8, 512, 1536
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -145,6 +146,20 @@ def bench_ingest(server: LiveServer, token: str, steps: int, rounds: int) -> Non
           f"storing it {stored:.1f} ms")
 
 
+def stored_text(data_dir: Path) -> None:
+    """What the text of the runs above takes in the database (the embedded SQLite file) against
+    its UTF-8 size, and by format byte (ingest.texts)."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{data_dir / 'telescope.sqlite3'}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT substr(data, 1, 1), COUNT(*), SUM(nbytes), SUM(length(data))"
+                          " FROM ingest_sampletext GROUP BY 1").fetchall()
+    utf8, stored = sum(r[2] for r in rows), sum(r[3] for r in rows)
+    kinds = ", ".join(f"{r[1]} rows of format {r[0][0]}" for r in rows)
+    print(f"text stored: {stored / 1e6:.1f} MB for {utf8 / 1e6:.1f} MB of UTF-8 text "
+          f"({utf8 / max(stored, 1):.1f}x smaller; {kinds})")
+
+
 def bench_api(server: LiveServer, rid: int, step: int, reads: int) -> None:
     base = f"{server.http}/api/runs/{rid}/samples?step={step}&limit=1000"
     for label, url, target in (("without text", base, 100), ("with text", base + "&text=1", 300)):
@@ -229,6 +244,7 @@ def main() -> None:
                   flush=True)
             client_encoding(args.steps)
             bench_ingest(server, token, args.steps, args.rounds)
+            stored_text(Path(tmp))
             rid = run_id(server, "ingest-text-0")
             if "api" in only:
                 bench_api(server, rid, args.steps // 2, args.reads)

@@ -76,7 +76,7 @@ from typing import Any
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.live_server import LiveServer, ServerState, free_port  # noqa: E402
+from devtools.live_server import LiveServer, ServerState, free_port  # noqa: E402
 
 PROJECT = "soak"
 TRACKED_KEY = "soak/g0/k00"

@@ -104,17 +104,27 @@ class Cells:
 
     def moments(self, x: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         """mean, std (ddof=1, two-pass), min, max of the selected (finite) values per cell;
-        NaN where a cell has too few values."""
-        n = self.count(mask)
-        selected = mask.view(np.int8)[self.member]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = self.total(x, mask) / n
-            d = (x[self.member] - mean[self.cell]) * selected
-            d[selected == 0] = 0.0  # x may be NaN or inf where not selected
-            std = np.sqrt(self._reduce(d * d) / (n - 1))
+        NaN where a cell has too few values. x and the mask are gathered into member order
+        once; every statistic is then one reduction over the members."""
+        selected = mask[self.member]
+        xm = x[self.member]
+        n = np.zeros(self.size, dtype=np.int64)
+        if self.starts.size:
+            n[self.start_cell] = np.add.reduceat(selected.view(np.int8), self.starts,
+                                                 dtype=np.int64)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            mean = self._reduce(np.where(selected, xm, 0.0)) / n
+            d = np.where(selected, xm - mean[self.cell], 0.0)  # x may be NaN or inf elsewhere
+            squares = self._reduce(d * d)
+            scale = np.ones(self.size)
+            huge = np.isinf(squares) & np.isfinite(mean)
+            if huge.any():  # d² overflowed (values near 1e154 and over): scale by max |d|
+                scale[huge] = self._reduce(np.abs(d), np.maximum)[huge]
+                squares[huge] = self._reduce(np.square(d / scale[self.cell]))[huge]
+            std = np.sqrt(squares / (n - 1)) * scale
         std[n < 2] = NAN
-        lo = self._reduce(np.where(mask, x, np.inf)[self.member], np.minimum, NAN)
-        hi = self._reduce(np.where(mask, x, -np.inf)[self.member], np.maximum, NAN)
+        lo = self._reduce(np.where(selected, xm, np.inf), np.minimum, NAN)
+        hi = self._reduce(np.where(selected, xm, -np.inf), np.maximum, NAN)
         empty = n == 0
         mean[empty] = lo[empty] = hi[empty] = NAN
         return {"mean": mean, "std": std, "min": lo, "max": hi}

@@ -18,9 +18,10 @@ from __future__ import annotations
 import time
 from typing import Any, TypeGuard
 
+import numpy as np
 from django.db import DataError, connection, transaction
 
-from ingest import categorical
+from ingest import categorical, pointstore
 from ingest.runs import resolve_run
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, publish_series_pks
@@ -81,13 +82,16 @@ def _apply(project_id: int, msgs: list[p.Step],
     pk_of = dict(zip(keys, pks, strict=True))
     sid_of = {k: series_id("step", k) for k in keys}
     now = time.time()
-    for m in msgs:
-        if fresh[m.id] is not m:
-            continue
-        t = m.time if m.time is not None else now
-        names = list(m.metrics)
-        writer.add_rows([sid_of[k] for k in names], [pk_of[k] for k in names],
-                        [m.step] * len(names), [t] * len(names), list(m.metrics.values()))
+    applied = [m for m in msgs if fresh[m.id] is m]
+    sizes = [len(m.metrics) for m in applied]
+    times = [m.time if m.time is not None else now for m in applied]
+    # All the group's points as one block: None (and a bool) become what float() makes of them.
+    writer.add_block(pointstore.Block.of(
+        [pk_of[k] for m in applied for k in m.metrics],
+        np.repeat([m.step for m in applied], sizes), np.repeat(times, sizes),
+        [v for m in applied for v in m.metrics.values()]),
+        {pk_of[k]: sid for k, sid in sid_of.items()})
+    for m, t in zip(applied, times, strict=True):
         writer.see_step(m.step, t)
     first = next((m for m in msgs if fresh[m.id] is m), None)
     outcome = writer.finish(first.id if first else msgs[0].id, run_created=False)

@@ -15,8 +15,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from ingest import auth, broadcast, renormalize
+from ingest.frames import handle_frames
 from ingest.materialize import MATERIALIZER, behind, still_behind
-from ingest.service import handle_frames
 from ingest.store import Outcome
 from trainer_hooks.wire.protocol import ProtocolError
 
@@ -155,8 +155,10 @@ async def wait_aggregated(outcome: Outcome) -> None:
     # A widened range's scheduled re-normalization is part of what the barrier makes readable.
     await database_sync_to_async(renormalize.apply_now)(run_id)
     snapshot = await database_sync_to_async(behind)(run_id)
+    if snapshot:
+        MATERIALIZER.kick(run_id, urgent=True)
     started = time.monotonic()
-    kicked = started - 1.0
+    kicked = started
     while snapshot:
         left = await database_sync_to_async(still_behind)(run_id, snapshot)
         if not left:

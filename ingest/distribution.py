@@ -82,11 +82,11 @@ class StepGrid:
         return cls(first, last, -(-(last - first + 1) // max_steps))
 
     @property
-    def n(self) -> int:
+    def buckets(self) -> int:
         return -(-(self.last - self.first + 1) // self.width)
 
     def starts(self) -> np.ndarray:
-        return self.first + self.width * np.arange(self.n, dtype=np.int64)
+        return self.first + self.width * np.arange(self.buckets, dtype=np.int64)
 
     def ends(self) -> np.ndarray:
         return np.minimum(self.starts() + self.width - 1, self.last)
@@ -162,7 +162,7 @@ class Tally:
     edges: np.ndarray | None = None
     integer: bool = False
     outside: int = 0
-    n: int = 0
+    values_read: int = 0
     lo: float = np.inf
     hi: float = -np.inf
     envs: set[str] = field(default_factory=set)
@@ -184,7 +184,7 @@ def tally(chunks: Iterable[Chunk], env: str | None, grid: StepGrid, bins: int,
         x = c.value[usable]
         if not x.size:
             continue
-        t.n += x.size
+        t.values_read += x.size
         t.lo, t.hi = min(t.lo, float(x.min())), max(t.hi, float(x.max()))
         if value_range is None:
             continue
@@ -193,8 +193,8 @@ def tally(chunks: Iterable[Chunk], env: str | None, grid: StepGrid, bins: int,
             t.integer = (float(lo).is_integer() and float(hi).is_integer()
                          and not np.any(np.mod(x, 1.0)) and hi - lo < MAX_INTEGER_SPAN)
             t.edges = bin_edges(lo, hi, bins, t.integer)
-            t.counts = np.zeros((grid.n, t.edges.size - 1), dtype=np.int64)
-        got, out = count(grid.bucket(c.step[usable]), x, t.edges, grid.n)
+            t.counts = np.zeros((grid.buckets, t.edges.size - 1), dtype=np.int64)
+        got, out = count(grid.bucket(c.step[usable]), x, t.edges, grid.buckets)
         t.counts += got
         t.outside += out
     return t
@@ -319,7 +319,7 @@ def _count(run_id: int, last_id: int, kind: str, key: str, env: str | None, bins
     for _ in range(2):
         t = tally(_chunks(run_id, last_id, steps, sizes, kind, key), env, grid, bins,
                   value_range)
-        if t.n == 0 or (t.counts is not None and not t.outside):
+        if t.values_read == 0 or (t.counts is not None and not t.outside):
             break
         # The samples read went beyond the range known before (it lagged): count again.
         lo, hi = value_range or (t.lo, t.hi)

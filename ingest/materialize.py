@@ -43,6 +43,11 @@ STEPS_PER_WRITE = 64  # ... and written in transactions of this many (ingest int
 SAMPLES_PER_PASS = 250_000  # ... as long as their samples stay under this (one step always)
 QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
 MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
+# A run aggregated less than STREAM_SECONDS ago is streaming: its next pass gathers what
+# arrives for GATHER_SECONDS (a pass costs ~4 ms plus ~0.5 ms per step of 512 samples, so
+# passes of a message's 8 steps each cost twice what passes of 64 do).
+STREAM_SECONDS = 1.0
+GATHER_SECONDS = 0.15
 PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
 CLAIM_SECONDS = 60.0  # a claim not released by then (its process died) lapses
 MAX_PASSES = 10_000  # per run and drain: a step rewritten without pause cannot hold it forever
@@ -255,17 +260,17 @@ def _write_changes(w: PointWriter, r: PassResult, rows: list[int],
     before[found] = old_v_all[order][pos[found]]
     same = (before == new_v) & (old_t[i] == times[i])
     change = np.flatnonzero(~same)
-    sids = [series_id(*k) for k in keys]
     steps = np.asarray(r.steps, dtype=np.int64)[rows]
-    w.add_rows([sids[x] for x in j[change].tolist()], new_pk[change].tolist(),
-               steps[i[change]].tolist(), times[i[change]].tolist(), new_v[change].tolist())
+    sid_of = {pk: series_id(*k) for pk, k in zip(pks.tolist(), keys, strict=True)}
+    w.add_block(pointstore.Block(new_pk[change], steps[i[change]], times[i[change]],
+                                 new_v[change]), sid_of)
     gone = np.flatnonzero(~np.isin(old_key, new_key))
     if gone.size:  # rare: e.g. a declaration removed, a late sample empties a Gini mean
         gone_pk = old_pk_all[gone]
-        sid_of = dict(Series.objects.filter(pk__in=np.unique(gone_pk).tolist())
-                      .values_list("pk", "sid"))
-        w.add_rows([sid_of[pk] for pk in gone_pk.tolist()], gone_pk.tolist(),
-                   steps[old_i[gone]].tolist(), times[old_i[gone]].tolist(), [None] * gone.size)
+        gone_sid = dict(Series.objects.filter(pk__in=np.unique(gone_pk).tolist())
+                        .values_list("pk", "sid"))
+        w.add_block(pointstore.Block(gone_pk, steps[old_i[gone]], times[old_i[gone]],
+                                     np.full(gone.size, np.nan)), gone_sid)
     bounds = np.searchsorted(i, np.arange(len(rows) + 1))
     with connection.cursor() as cur:
         cur.executemany(
@@ -360,18 +365,21 @@ class Materializer:
     run (also ones a crashed process left)."""
 
     def __init__(self) -> None:
-        self.pending: dict[int | None, tuple[float, float]] = {}
+        # run -> (first kick, last kick, urgent) since its last pass started
+        self.pending: dict[int | None, tuple[float, float, bool]] = {}
+        self.last_pass: dict[int | None, float] = {}
         self.task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="materialize")
         # The next pass is aggregated on this thread while the current one is written.
         self.ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aggregate")
 
-    def kick(self, run_id: int | None) -> None:
-        """On the event loop: aggregate the run's dirty steps (every run's with None) soon."""
+    def kick(self, run_id: int | None, *, urgent: bool = False) -> None:
+        """On the event loop: aggregate the run's dirty steps (every run's with None) soon;
+        `urgent` (a barrier waits): at the next tick, without gathering."""
         now = time.monotonic()
-        first = self.pending.get(run_id, (now, now))[0]
-        self.pending[run_id] = (first, now)
+        first, _, was_urgent = self.pending.get(run_id, (now, now, False))
+        self.pending[run_id] = (first, now, urgent or was_urgent)
         self.loop = asyncio.get_running_loop()
         if self.task is None or self.task.done() or self.task.get_loop() is not self.loop:
             self.task = asyncio.ensure_future(self._loop())
@@ -387,15 +395,23 @@ class Materializer:
         while self.pending:
             await asyncio.sleep(QUIET_SECONDS)
             now = time.monotonic()
-            ready = [r for r, (first, last) in self.pending.items()
-                     if now - last >= QUIET_SECONDS or now - first >= MAX_DELAY_SECONDS]
+            ready = [r for r, (first, last, urgent) in self.pending.items()
+                     if self._due(r, first, last, urgent, now)]
             for run_id in ready:
                 del self.pending[run_id]
+                self.last_pass[run_id] = now
                 try:
                     for rid in [run_id] if run_id is not None else await self._call(dirty_runs):
                         await self._drain(rid)
                 except Exception:  # keep serving; the dirty flags stay for the next sweep
                     log.exception("materializing run %s failed", run_id)
+
+    def _due(self, run_id: int | None, first: float, last: float, urgent: bool,
+             now: float) -> bool:
+        if urgent or now - first >= MAX_DELAY_SECONDS:
+            return True
+        streaming = now - self.last_pass.get(run_id, -STREAM_SECONDS) < STREAM_SECONDS
+        return now - last >= QUIET_SECONDS and (not streaming or now - first >= GATHER_SECONDS)
 
     async def _drain(self, run_id: int) -> None:
         """Pass after pass until the run has no dirty step, publishing each pass's points as

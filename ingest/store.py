@@ -98,7 +98,7 @@ class PointWriter:
         self.seq = run.seq + 1
         self.points: dict[str, dict[str, list[Any]]] = {}
         self.new_series: list[dict[str, Any]] = []
-        self.parts: list[tuple[list[int], list[int], list[float], list[float | None]]] = []
+        self.parts: list[pointstore.Block] = []
         self.n = 0  # points to write
         self.run_changed = False
         self.dirty = False
@@ -145,11 +145,12 @@ class PointWriter:
     def add_rows(self, sids: list[str], pks: list[int], steps: list[int], times: list[float],
                  values: list[float | None], shown: list[Any] | None = None) -> None:
         """Points to write, one per (series, step) given."""
-        self.parts.append((pks, steps, times, values))
-        self.n += len(pks)
-        if shown is None and len(pks) > 64:  # many (an aggregation pass): grouped by numpy
-            self._group_points(sids, pks, steps, times, values)
+        if shown is None and len(pks) > 64:  # many: grouped by numpy
+            self.add_block(pointstore.Block.of(pks, steps, times, values),
+                           dict(zip(pks, sids, strict=True)))
             return
+        self.parts.append(pointstore.Block.of(pks, steps, times, values))
+        self.n += len(pks)
         for sid, step, t, s in zip(sids, steps, times, shown or values, strict=True):
             pt = self.points.get(sid)
             if pt is None:
@@ -158,18 +159,25 @@ class PointWriter:
             pt["time"].append(t)
             pt["value"].append(s)
 
-    def _group_points(self, sids: list[str], pks: list[int], steps: list[int],
-                      times: list[float], values: list[float | None]) -> None:
-        """`add_rows`' live-page copy, grouped per series with a few numpy calls per series
-        rather than Python per point (a withdrawn point's None becomes NaN: sent as null)."""
-        block = pointstore.Block.of(pks, steps, times, values)
+    def add_block(self, block: pointstore.Block, sid_of: dict[int, str]) -> None:
+        """Points to write given as arrays (an aggregation pass: NaN withdraws a point), with
+        the sid of each series pk among them. The live pages' copy is grouped per series with
+        one sort: each column becomes a list once and a series takes a slice of it."""
+        self.parts.append(block)
+        self.n += len(block)
+        if not len(block):
+            return
         order = np.argsort(block.pk, kind="stable")
-        cuts = np.flatnonzero(np.diff(block.pk[order])) + 1
-        for idx in np.split(order, cuts):
-            pt = self.points.setdefault(sids[int(idx[0])], {"step": [], "time": [], "value": []})
-            pt["step"] += block.step[idx].tolist()
-            pt["time"] += block.time[idx].tolist()
-            pt["value"] += block.value[idx].tolist()
+        pk = block.pk[order]
+        cuts = (np.flatnonzero(pk[1:] != pk[:-1]) + 1).tolist()
+        steps, times = block.step[order].tolist(), block.time[order].tolist()
+        values = block.value[order].tolist()  # NaN: withdrawn, sent as null
+        for a, b, series in zip([0, *cuts], [*cuts, len(pk)], pk[[0, *cuts]].tolist(),
+                                strict=True):
+            pt = self.points.setdefault(sid_of[series], {"step": [], "time": [], "value": []})
+            pt["step"] += steps[a:b]
+            pt["time"] += times[a:b]
+            pt["value"] += values[a:b]
 
     def see_step(self, step: int, t: float | None = None) -> None:
         """A step arrived (at trainer time `t` for a step message: the clock of the ETA)."""
@@ -183,7 +191,7 @@ class PointWriter:
         run.updated_at = now()
         if self.n:
             run.seq = self.seq
-            block = pointstore.Block.concat([pointstore.Block.of(*part) for part in self.parts])
+            block = pointstore.Block.concat(self.parts)
             pointstore.write(run.pk, run.seq, block)
         with connection.cursor() as cur:
             cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s,"

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from ingest import auth, broadcast
 from ingest.consumers import wait_aggregated
+from ingest.frames import handle_objects
 from ingest.materialize import MATERIALIZER
-from ingest.service import handle_objects
 from trainer_hooks.wire import protocol as p
 
 

@@ -4,6 +4,7 @@ in front of Django, ServeStatic answers `/static/…` from STATIC_ROOT (collecte
 
 from __future__ import annotations
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -35,3 +36,9 @@ async def websocket_router(scope, receive, send):
 
 application = ProtocolTypeRouter({"http": static_app(django_asgi_app),
                                   "websocket": websocket_router})
+
+# Everything loaded so far (Django, the apps, numpy, ...) lives as long as the process: move it
+# out of the cyclic collector's reach. Otherwise every full collection walks it all again while
+# ingest and aggregation allocate their short-lived lists (measured: the pipeline's point
+# writes took 2-4x longer in collections than in their own work).
+gc.freeze()

@@ -109,7 +109,7 @@ def parse_query(params: Any) -> Query:
 class StepTable:
     """Every stored sample of one step, columnar, in storage order."""
 
-    n: int
+    count: int
     msg_ids: list[str]
     sizes: list[int]
     sample_id: list[Any]
@@ -141,7 +141,7 @@ def load_step(run_id: int, step: int) -> StepTable | None:
 
     names = sorted({k for part in parts for k in part["metrics"]})
     return StepTable(
-        n=sum(sizes), msg_ids=[r[0] for r in rows], sizes=sizes,
+        count=sum(sizes), msg_ids=[r[0] for r in rows], sizes=sizes,
         sample_id=strings("sample_id"), group_id=strings("group_id"),
         floats={k: floats(lambda part, k=k: part.get(k)) for k in FLOATS},
         strings={k: [v or None for v in strings(k)] for k in STRINGS},
@@ -159,7 +159,7 @@ def select(t: StepTable, q: Query) -> tuple[np.ndarray, int]:
     """The indices of the samples the query asks for, in the API's order, and how many there
     are before paging."""
     reward = t.floats["reward"]
-    keep = np.ones(t.n, dtype=bool)
+    keep = np.ones(t.count, dtype=bool)
     if q.env is not None:
         keep &= np.array([e == q.env for e in t.strings["env"]], dtype=bool)
     if q.kept is not None:

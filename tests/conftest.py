@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live_server import LiveServer, ServerState, collected_static
+from devtools.live_server import LiveServer, ServerState, collected_static, running
 
 CI = os.environ.get("CI", "").lower() == "true"
 PG_URL = os.environ.get("TELESCOPE_SERVICE_PG", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -85,9 +85,8 @@ def live_state(tmp_path: Path) -> Iterator[ServerState]:
 @pytest.fixture
 def dashboard_server(live_state: ServerState) -> Iterator[LiveServer]:
     """A real server subprocess (not pytest-django's `live_server`, whose name this avoids)."""
-    server = LiveServer(live_state).start()
-    yield server
-    server.stop()
+    with running(live_state) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Send a `SourceRun` through the real ingest path (`ingest.service.handle_objects`).
+"""Send a `SourceRun` through the real ingest path (`ingest.frames.handle_objects`).
 
 Idempotent: every message id is derived from the source run (`identity`) and the Telescope run
 name, and so is the run's incarnation, so importing the same run again reaches the same
@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.frames import handle_objects
 from ingest.importers.source import Row, SourceRun, json_config, parts
-from ingest.service import handle_objects
 
 BATCH = 500  # messages per transaction (handle_objects takes at most 1000)
 

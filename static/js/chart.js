@@ -1,6 +1,8 @@
-// One chart card of the All view: its DOM, per-chart settings (and their badges), Plotly
-// rendering and release, zoom-driven detail loading, fullscreen, CSV and PNG export. The run
-// legend (legend.js) and the synced cursor (cursor.js) attach to its plot.
+// One chart card, the base of both views' cards: its DOM, per-chart settings (and their badges),
+// Plotly rendering and release, zoom-driven detail loading, fullscreen, CSV and PNG export. The
+// All view (view.js) makes a Chart per family of series (compose.familyKey); the Custom view's
+// plots (custom_plot.js `Plot`) extend it to draw a layout plot's series. The run legend
+// (legend.js) and the synced cursor (cursor.js) attach to its plot.
 
 import { addonDrawn, addonTools } from './addons.js';
 import { getSeries, MAX_POINTS_LIMIT } from './api.js';
@@ -32,8 +34,9 @@ export class Chart {
     this.entry = entry;
     this.id = entry.id;
     this.page = page;
-    // A composed chart (All view) draws every series of its compose.familyKey, each run's own;
-    // the Custom view's charts draw their one series.
+    // With a family (the All view's charts), a composed chart: every series of its
+    // compose.familyKey, each run's own. Without one (the Custom view's Plot), its entry's
+    // series and band: what a Plot's state strip draws; its line plots override ids/figure.
     this.family = family;
     // A composed chart's legend choices (envelope, env filter) are settings too, saved with them.
     this.settings = { ...chartDefaults(entry, Boolean(family)), ...page.prefs.get(entry, Boolean(family)) };

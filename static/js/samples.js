@@ -468,7 +468,7 @@ function rangeTitle(name, r) {
 class Row {
   constructor(viewer, s) {
     this.viewer = viewer;
-    this.s = s;
+    this.sample = s;
     this.key = keyOf(s);
     this.count = 0;
     const rr = viewer.rangeOf(s);
@@ -509,7 +509,7 @@ class Row {
     }
     this.viewer.expanded.add(this.key);
     if (!this.detail.childElementCount) this.detail.append(h('p', { class: 'muted' }, 'Loading text…'));
-    const text = await this.viewer.textFor([this.s]);
+    const text = await this.viewer.textFor([this.sample]);
     this.fill(text.get(this.key));
   }
 
@@ -534,7 +534,7 @@ class Row {
 class Group {
   constructor(viewer, g) {
     this.viewer = viewer;
-    this.g = g;
+    this.group = g;
     this.rows = g.samples.map((s) => new Row(viewer, s));
     const rewards = g.samples.map((s) => s.reward).filter((r) => typeof r === 'number');
     const tied = rewards.length > 1 && rewards.every((r) => r === rewards[0]);

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from websockets.sync.client import connect
 
-from tests.support.live_server import ROOT, LiveServer
+from devtools.live_server import ROOT, LiveServer
 
 # Playwright's sync API keeps an event loop running in this thread; any in-process Django
 # database access (fixtures of other suites) must not be refused because of it.

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from devtools.live_server import LiveServer
 from ingest.series_ids import series_id
-from tests.support.live_server import LiveServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "grpo_tiny.py"
 STEPS, PROMPTS, GROUP = 8, 8, 4

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live_server import free_port
+from devtools.live_server import free_port
 from trainer_hooks.metrics.specs import MetricSpec, Reduce
 
 Chunk = dict[str, list[float]]

@@ -15,7 +15,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from tests.support.live_server import LiveServer, ServerState, free_port
+from devtools.live_server import LiveServer, ServerState, free_port
 from trainer_hooks import connect
 
 

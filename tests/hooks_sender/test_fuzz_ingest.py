@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from tests.support.live_server import LiveServer, ServerState
+from devtools.live_server import LiveServer, ServerState
 
 EXAMPLES = 400
 SCALARS = st.one_of(
@@ -25,7 +25,9 @@ SCALARS = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e300, -1e300, 5e-324]),
     st.text(max_size=40), st.sampled_from(["\x00", "a\nb", "é" * 300, "/", "a//b", "x" * 201]),
     st.sampled_from([float("nan"), float("inf"), -float("inf"), 2**64, -(2**70)]),
-    st.binary(max_size=8))
+    st.binary(max_size=8),
+    # typed arrays (trainer_hooks.wire.arrays) well and badly formed, and unknown extensions
+    st.builds(msgpack.ExtType, st.sampled_from([1, 2, 3, 99]), st.binary(max_size=24)))
 TREES = st.recursive(SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=10), inner, max_size=5)),
     max_leaves=30)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from devtools.live_server import LiveServer, ServerState, free_port
 from ingest.series_ids import series_id
 from tests.hooks_sender.test_sender_live import get, run_id, series, stored_samples
-from tests.support.live_server import LiveServer, ServerState, free_port
 from trainer_hooks import connect
 from trainer_hooks.transport.client import Client
 

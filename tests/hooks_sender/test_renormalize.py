@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect as ws_connect
 
+from devtools.live_server import LiveServer, ServerState
 from ingest.series_ids import series_id
 from tests.hooks_sender.test_sender_live import get, run_id, series
-from tests.support.live_server import LiveServer, ServerState
 
 STEPS, PER_ENV = 300, 8
 MEAN = series_id("reward", "reward", "norm:mean")

@@ -225,7 +225,10 @@ def test_a_chunk_converts_columns_and_leaves_out_bad_optional_ones() -> None:
         metrics={"ok": [1, None, 3], "bad name/": [1, 2, 3], "text": ["x", "y", "z"]},
         columns={"advantage": 0.0, "completion_tokens": [1, 2], "stop_reason": "length",
                  "colour": [1, 2, 3]})
-    assert c.n == 3 and c.sample_id == [1, 2, 3] and c.group_id == ["g"] * 3 and c.env == "a"
+    assert c.n == 3 and c.group_id == ["g"] * 3 and c.env == "a"
+    # an integer array of ids stays one (int64, a copy): it travels as a typed array
+    assert isinstance(c.sample_id, np.ndarray) and c.sample_id.dtype == np.int64
+    assert c.sample_id.tolist() == [1, 2, 3]
     assert list(c.floats) == ["advantage"] and c.floats["advantage"].tolist() == [0.0] * 3
     assert c.strings == {"stop_reason": ["length"] * 3}
     assert list(c.metrics) == ["ok"] and np.isnan(c.metrics["ok"][1])

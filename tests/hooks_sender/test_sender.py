@@ -20,7 +20,7 @@ import orjson
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
-from tests.support.live_server import free_port
+from devtools.live_server import free_port
 from trainer_hooks.rewards import RewardResult
 from trainer_hooks.transport.client import Client, connect, ingest_url
 from trainer_hooks.wire import protocol as p
@@ -45,8 +45,15 @@ def spooled(client: Client, *, starts: bool = False) -> list[dict[str, Any]]:
         obj = p.decode_frame(body if fmt == "msgpack" else body.decode(), binary=fmt == "msgpack")
         p.validate_message(obj)
         if starts or obj["type"] != "run.start":
-            out.append(obj)
+            out.append(as_lists(obj))
     return out
+
+
+def as_lists(obj: Any) -> Any:
+    """A decoded message with its typed arrays (trainer_hooks.wire.arrays) as lists."""
+    if isinstance(obj, dict):
+        return {k: as_lists(v) for k, v in obj.items()}
+    return obj.tolist() if isinstance(obj, np.ndarray) else obj
 
 
 @pytest.fixture

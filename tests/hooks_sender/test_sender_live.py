@@ -21,9 +21,9 @@ from typing import Any
 import msgpack
 import pytest
 
+from devtools.live_server import LiveServer, ServerState
 from ingest.series_ids import series_id
 from tests.hooks_sender import trainer_proc
-from tests.support.live_server import LiveServer, ServerState
 from trainer_hooks import connect
 from trainer_hooks.rewards import RewardResult, tool_metrics
 from trainer_hooks.transport.client import ingest_url

@@ -7,7 +7,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from tests.support.live_server import LiveServer
+from devtools.live_server import LiveServer
 
 
 def get_json(server: LiveServer, path: str) -> Any:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from devtools.live_server import ROOT, LiveServer, ServerState
 from tests.integrations.support import Catalog, get_json, runs
-from tests.support.live_server import ROOT, LiveServer, ServerState
 
 MAKE_LOGS = Path(__file__).with_name("make_logs.py")
 

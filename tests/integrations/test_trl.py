@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from devtools.live_server import LiveServer, ServerState, free_port
 from tests.integrations.support import Catalog, get_json, run_named
-from tests.support.live_server import LiveServer, ServerState, free_port
 
 HF_PACKAGES = ("transformers", "trl", "accelerate", "datasets", "tokenizers")
 MISSING = [name for name in HF_PACKAGES if importlib.util.find_spec(name) is None]

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.live_server import ROOT, free_port
+from devtools.live_server import ROOT, free_port
 
 PACKAGE_ROOTS = ("telescope_ui", "ingest", "trainer_hooks")
+DEV_ONLY = ("tests", "bench", "devtools")  # never in the wheel
 SERVER_DEPS = {"django", "channels", "daphne", "plotly", "numpy", "orjson", "msgpack",
                "pyyaml", "websockets", "servestatic", "tsdownsample", "dj-database-url"}
 
@@ -44,7 +45,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build/ would ship files the checkout no longer has."""
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
     shutil.copy(ROOT / "pyproject.toml", src)
-    for folder in (*PACKAGE_ROOTS, "static", "templates", "node_modules/sortablejs"):
+    for folder in (*PACKAGE_ROOTS, *DEV_ONLY, "static", "templates", "node_modules/sortablejs"):
         shutil.copytree(ROOT / folder, src / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
@@ -125,6 +126,7 @@ def test_the_wheel_holds_the_front_end_and_declares_its_script(wheel: Path) -> N
                 for p in (ROOT / root).rglob("__init__.py")}
     missing = {p for p in packages if f"{p}/__init__.py" not in names}
     assert not missing, f"add {sorted(missing)} to [tool.setuptools] packages in pyproject.toml"
+    assert not {n for n in names if n.split("/")[0] in DEV_ONLY}, "the wheel ships dev-only code"
     meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "telescope = telescope_ui.cli:main" in zipfile.ZipFile(wheel).read(meta).decode()
 

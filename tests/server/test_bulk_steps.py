@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ingest import bulk
+from ingest.frames import handle_objects
 from ingest.models import PointBlock, Project
-from ingest.service import handle_objects
 from tests.support.points import point_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

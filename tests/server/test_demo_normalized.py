@@ -7,9 +7,9 @@ import pytest
 
 from ingest.columns import decode_batch
 from ingest.demo import ENVIRONMENTS, demo_messages
+from ingest.frames import handle_object
 from ingest.materialize import materialize_all
 from ingest.models import Project, SampleBatch
-from ingest.service import handle_object
 from tests.support.points import point_rows, values
 
 pytestmark = pytest.mark.django_db(transaction=True)

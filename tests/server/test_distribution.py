@@ -13,9 +13,9 @@ import pytest
 from django.test import Client
 
 from ingest import distribution as dist
+from ingest.frames import handle_object
 from ingest.materialize import materialize_all
 from ingest.models import Project, Run
-from ingest.service import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,8 @@ import orjson
 import pytest
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ingest import consumers, service
+from ingest import consumers
+from ingest.frames import handle_frames
 from ingest.models import Project
 from tests.server.conftest import ingest_communicator, samples_msg, settled, step_msg
 from tests.support.points import point_rows, values
@@ -34,7 +35,7 @@ def test_frames_commit_once_and_answer_each(monkeypatch: pytest.MonkeyPatch) -> 
                      samples_msg(1, [1.0, 0.0])]),
               (b"\x00 not json", False),
               frame(step_msg(3, {"a": 4.0}))]
-    results = service.handle_frames(pid, frames)
+    results = handle_frames(pid, frames)
     assert len(commits) == 1
     assert [batch for _, batch in results] == [False, True, False, False]
     replies = [[o.reply for o in outcomes] for outcomes, _ in results]
@@ -50,7 +51,7 @@ def test_frames_commit_once_and_answer_each(monkeypatch: pytest.MonkeyPatch) -> 
 async def test_waiting_frames_share_a_transaction_and_replies_keep_their_order(
         token: str, monkeypatch: pytest.MonkeyPatch) -> None:
     groups: list[int] = []
-    real = service.handle_frames
+    real = handle_frames
 
     def slow_first(project_id: int, frames: list[tuple[Any, bool]]) -> Any:
         groups.append(len(frames))

@@ -15,9 +15,9 @@ from django.db import connection
 from django.test import Client
 
 from ingest import pointstore
+from ingest.frames import handle_object
 from ingest.materialize import materialize_all
 from ingest.models import Project, Run
-from ingest.service import handle_object
 from tests.server.conftest import Page, Trainer, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

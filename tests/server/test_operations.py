@@ -12,8 +12,8 @@ import orjson
 import pytest
 from django.test import Client
 
+from devtools.live_server import ROOT, free_port
 from telescope_ui.settings import install_secret_key
-from tests.support.live_server import ROOT, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

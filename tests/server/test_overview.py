@@ -17,8 +17,8 @@ from django.core.management import call_command
 from django.test import Client
 
 from ingest import progress
+from ingest.frames import handle_object
 from ingest.models import Project, Run
-from ingest.service import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

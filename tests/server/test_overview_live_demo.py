@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live_server import ROOT, LiveServer
+from devtools.live_server import ROOT, LiveServer
 
 
 def runs(server: LiveServer) -> list[dict[str, Any]]:

@@ -10,10 +10,10 @@ import pytest
 from django.test import Client
 
 from ingest import reads
+from ingest.frames import handle_object
 from ingest.materialize import materialize_all
 from ingest.models import Project
 from ingest.series_ids import parse_series_id, series_id
-from ingest.service import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

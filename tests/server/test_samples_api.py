@@ -15,11 +15,11 @@ import pytest
 from django.test import Client, override_settings
 
 from ingest import housekeeping, texts
+from ingest.frames import handle_object
 from ingest.materialize import materialize_all
 from ingest.models import Project, Run, SampleBatch, SampleText, SampleTextUsage
 from ingest.reads import series
 from ingest.series_ids import series_id
-from ingest.service import handle_object
 from tests.server.conftest import Trainer
 from trainer_hooks.wire import protocol as p
 
@@ -84,7 +84,7 @@ def test_text_is_stored_compressed_apart_from_the_numeric_columns(project: int) 
     assert row.nbytes == sum(len(c) for c in completion) == texts.run_bytes(run_id())
     data = bytes(row.data)
     assert len(data) < row.nbytes / 10  # repetitive text compresses
-    assert data[:1] == texts.PACKED
+    assert data[:1] == texts.ZSTD
     assert texts.decode(data) == (None, completion)
 
 

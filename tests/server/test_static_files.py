@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from tests.support.live_server import ROOT, LiveServer, ServerState, collected_static
+from devtools.live_server import ROOT, LiveServer, ServerState, collected_static
 
 HASHED = re.compile(r"/static/[\w./-]+\.[0-9a-f]{12}\.\w+")
 # Relative module specifiers of a module: `import … from '…'`, `export … from '…'`,

@@ -13,13 +13,14 @@ from typing import Any
 
 import msgpack
 import pytest
+import zstandard
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client, override_settings
 
 from ingest import texts
+from ingest.frames import handle_object
 from ingest.models import Project, Run, SampleText
-from ingest.service import handle_object
 from trainer_hooks.wire import protocol as p
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,7 +56,7 @@ def test_pack_round_trips_unicode_empty_missing_and_repeated_texts() -> None:
     assert packed is not None
     nbytes, blob = packed
     assert nbytes == utf8(prompts) + utf8(completions)  # each sample counted, repeats too
-    assert blob[:1] == texts.PACKED
+    assert blob[:1] == texts.ZSTD
     assert texts.decode(blob) == (prompts, completions)
     _, only = texts.pack((None, completions)) or (0, b"")
     assert texts.decode(only) == (None, completions)
@@ -71,7 +72,7 @@ def test_a_groups_shared_prompt_is_stored_once_and_read_by_every_sample(project:
     assert ack == {"type": "ack", "id": "m"}
     [row] = SampleText.objects.all()
     assert row.nbytes == utf8(prompts) + utf8(completions) == texts.run_bytes(row.run_id)
-    payload = msgpack.unpackb(zlib.decompress(bytes(row.data)[1:]), raw=False)
+    payload = msgpack.unpackb(zstandard.decompress(bytes(row.data)[1:]), raw=False)
     assert len(payload[4]) == utf8([prompt]) + utf8(completions)  # the prompt once
     got = api_texts(0)
     assert [got[f"m-{i}"] for i in range(8)] == list(zip(prompts, completions, strict=True))

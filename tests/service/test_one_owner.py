@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.support.live_server import LiveServer, ServerState
+from devtools.live_server import LiveServer, ServerState
 
 pytestmark = pytest.mark.service
 

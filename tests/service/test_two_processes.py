@@ -15,7 +15,7 @@ import orjson
 import pytest
 import websockets
 
-from tests.support.live_server import LiveServer, ServerState
+from devtools.live_server import LiveServer, ServerState
 
 pytestmark = pytest.mark.service
 

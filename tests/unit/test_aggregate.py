@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingest.aggregate import aggregate_step, group_gini
+from ingest.gini import sort_within_groups
 from ingest.ranges import EnvRanges, MetricRange
 from ingest.samples import CANCELED, KEPT, MAX_ASYNC, ZERO_ADVANTAGE, StepSamples
 
@@ -548,3 +549,47 @@ def test_sample_metric_with_declared_range_gets_range_series():
     assert out[("ranges", "correct", "at_max_pct", "e")] == 50.0
     assert out[("sample", "correct", "gini_mean", "e")] == 0.5
     assert ("ranges", "reward", "at_min_pct", None) not in out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.floats(-1e6, 1e6) | st.just(math.inf)),
+                max_size=120),
+       st.booleans())
+def test_sort_within_groups_orders_by_group_then_value(rows, sort_codes_first):
+    """Every path (equal-size rows, padded rows, codes out of order, uneven sizes and
+    non-finite values falling back to one sort) orders exactly like lexsort."""
+    if sort_codes_first:
+        rows = sorted(rows, key=lambda r: r[0])
+    codes = np.array([c for c, _ in rows], dtype=np.int64)
+    x = np.array([v for _, v in rows], dtype=np.float64)
+    order = sort_within_groups(x, codes)
+    want = np.lexsort((x, codes))
+    assert sorted(order.tolist()) == list(range(len(rows)))  # a permutation
+    assert codes[order].tolist() == codes[want].tolist()
+    assert x[order].tolist() == x[want].tolist()
+
+
+def test_sort_within_groups_equal_and_padded_rows():
+    x = np.array([3.0, 1.0, 2.0, 9.0, 8.0, 7.0, 5.0])
+    same_size = sort_within_groups(x[:6], np.array([0, 0, 0, 1, 1, 1]))
+    assert same_size.tolist() == [1, 2, 0, 5, 4, 3]
+    padded = sort_within_groups(x, np.array([0, 0, 0, 1, 1, 1, 2]))
+    assert padded.tolist() == [1, 2, 0, 5, 4, 3, 6]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 9), st.data())
+def test_group_gini_of_equal_size_groups_matches_the_double_sum(n_groups, size, data):
+    """Groups of one size take the 2-D path of gini_per_group; shuffled, so the sort runs."""
+    values_ = np.array(data.draw(st.lists(values, min_size=n_groups * size,
+                                          max_size=n_groups * size)), dtype=np.float64)
+    groups = np.array(data.draw(st.permutations(np.repeat(np.arange(n_groups), size).tolist())),
+                      dtype=np.int64)
+    by_group = defaultdict(list)
+    for g, v in zip(groups.tolist(), values_.tolist(), strict=True):
+        by_group[g].append((v, 0.0))
+    want = oracle_gini(by_group)
+    got = group_gini(values_, groups, 0.0)
+    assert got[1:] == want[1:]
+    if want[0] is not None:
+        assert np.isclose(got[0], want[0], rtol=1e-9, atol=1e-12)

@@ -71,7 +71,7 @@ class _Batch:
     completions: Any  # TRL's list object: one per batch, shared by every reward function
     step: int
     call: int
-    n: int
+    size: int  # completions in the batch
     group_ids: list[str]
     sample_ids: list[str]
     env: Any
@@ -118,7 +118,7 @@ class SampleCapture:
     def add_rewards(self, batch: _Batch, name: str, weight: float, output: Any) -> Any:
         """Record one function's output for `batch`; returns what TRL should get."""
         try:
-            values, metrics, converted = _rewards_of(output, batch.n)
+            values, metrics, converted = _rewards_of(output, batch.size)
             with self._lock:
                 key = name if name not in batch.rewards else f"{name}_{len(batch.rewards)}"
                 batch.rewards[key] = [None if v is None else weight * v for v in values]
@@ -133,7 +133,7 @@ class SampleCapture:
         """A `log_extra(column, values)` call: numeric per-sample columns become metrics."""
         try:
             vals = list(values)
-            if len(vals) == batch.n and all(_number_or_none(v) for v in vals):
+            if len(vals) == batch.size and all(_number_or_none(v) for v in vals):
                 with self._lock:
                     batch.metrics[str(column)] = [None if v is None else float(v) for v in vals]
         except Exception as exc:  # noqa: BLE001
@@ -204,7 +204,7 @@ class SampleCapture:
         if batch is None or not batch.rewards:
             return
         columns = list(batch.rewards.values())
-        reward = [_sum_known(col[i] for col in columns) for i in range(batch.n)]
+        reward = [_sum_known(col[i] for col in columns) for i in range(batch.size)]
         metrics = dict(batch.metrics)
         if len(batch.rewards) > 1:  # each function's own value, beside their sum
             for name, col in batch.rewards.items():
@@ -222,7 +222,7 @@ class SampleCapture:
             chunk["completion"] = batch.completion
         self._chunks.append(chunk)
         self.stats["batches"] += 1
-        self.stats["samples"] += batch.n
+        self.stats["samples"] += batch.size
 
 
 def as_text(x: Any) -> str | None:

@@ -114,8 +114,8 @@ def build_fields(chunks: list[SampleChunk]) -> Batch:
     chunk become nulls)."""
     fields: dict[str, Any] = {
         "step": _scalar_or_list(chunks, [c.step for c in chunks]),
-        "sample_id": [i for c in chunks for i in c.sample_id],
-        "group_id": [i for c in chunks for i in c.group_id],
+        "sample_id": _ids([c.sample_id for c in chunks]),
+        "group_id": _ids([c.group_id for c in chunks]),
         "reward": np.concatenate([c.reward for c in chunks]),
     }
     env = _scalar_or_list(chunks, [c.env for c in chunks])
@@ -134,6 +134,13 @@ def build_fields(chunks: list[SampleChunk]) -> Batch:
         fields["metrics"] = {k: _floats(chunks, [c.metrics.get(k) for c in chunks])
                              for k in metric_names}
     return Batch(fields, sum(c.n for c in chunks))
+
+
+def _ids(columns: list[list[Any] | np.ndarray]) -> list[Any] | np.ndarray:
+    """One id column over the chunks: an int64 array when every chunk's is one, else a list."""
+    if all(isinstance(c, np.ndarray) for c in columns):
+        return np.concatenate(columns)
+    return [i for c in columns for i in (c.tolist() if isinstance(c, np.ndarray) else c)]
 
 
 def _floats(chunks: list[SampleChunk], values: list[Any]) -> np.ndarray:

@@ -30,8 +30,14 @@ def identity_record(fields: Mapping[str, Any]) -> tuple[int, int, bytes]:
     step = fields["step"]
     lo, hi = (step, step) if isinstance(step, int) else (min(step), max(step))
     data = msgpack.packb([step, fields.get("env"), fields["group_id"], fields["sample_id"]],
-                         use_bin_type=True)
+                         use_bin_type=True, default=_as_list)
     return lo, hi, data
+
+
+def _as_list(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()  # int64 id columns: read back as the ints they hold
+    raise TypeError(f"cannot pack {type(value).__name__}")
 
 
 class ResumeFilter:

@@ -51,8 +51,8 @@ class SampleChunk:
 
     n: int
     step: int | np.ndarray
-    sample_id: list[Any]
-    group_id: list[Any]
+    sample_id: list[Any] | np.ndarray  # int64 when given as an integer array
+    group_id: list[Any] | np.ndarray
     reward: np.ndarray
     env: str | None | list[str | None]
     time: float | np.ndarray
@@ -262,7 +262,8 @@ def _add_texts(chunk: SampleChunk, texts: dict[str, list[str | None]],
     chunk.nbytes += int(chunk.text_bytes.sum())
 
 
-def keep_per_group(reward: np.ndarray, group_id: list[Any], k: int, pick: str) -> np.ndarray:
+def keep_per_group(reward: np.ndarray, group_id: list[Any] | np.ndarray, k: int,
+                   pick: str) -> np.ndarray:
     """Which samples keep their text when only `k` of each group do (a boolean mask):
     `best` the k highest rewards, `worst` the k lowest, `best_worst` ⌈k/2⌉ highest and ⌊k/2⌋
     lowest, `random` any k. A null reward ranks after every number; ties keep call order."""
@@ -314,11 +315,16 @@ def _floats(values: Any, n: int | None, name: str) -> np.ndarray:
     return arr
 
 
-def _ids(values: Any, n: int, name: str) -> list[Any]:
+def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
     if isinstance(values, (str, int)) and name == "group_id":
         return [values] * n
     if hasattr(values, "detach"):
         values = values.detach().cpu().numpy()
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iu" and (
+            values.dtype.kind == "i" or not values.size or int(values.max()) < 2**63):
+        if values.size != n:
+            raise SampleError(f"{name}: {values.size} values; reward has {n}")
+        return values.astype(np.int64)  # a copy, sent as a typed array (wire.arrays)
     try:
         out = values.tolist() if isinstance(values, np.ndarray) else list(values)
     except TypeError:
@@ -346,7 +352,7 @@ def _coerce_id(v: Any, name: str) -> str | int:
     return str(v)
 
 
-def _id_bytes(ids: list[Any]) -> int:
+def _id_bytes(ids: list[Any] | np.ndarray) -> int:
     try:
         return sum(map(len, ids)) + 2 * len(ids)
     except TypeError:

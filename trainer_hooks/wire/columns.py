@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from trainer_hooks.wire.arrays import is_array
 from trainer_hooks.wire.schema import (
     _ID_TYPES,
     _NULLABLE_NUMBER_TYPES,
@@ -82,7 +83,7 @@ _NONE = np.array([None], dtype=object)  # compared with an object column: where 
 def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Samples:
     """Check a `samples` message's columns (the table above) and decode them into numpy."""
     reward_list = require(obj, "reward")
-    if not isinstance(reward_list, list):
+    if not isinstance(reward_list, list) and not is_array(reward_list):
         raise ProtocolError("wrong_type", "reward", "reward must be a list")
     n = len(reward_list)
     if n == 0:
@@ -92,7 +93,7 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
             "too_many", "reward", f"{n} samples; the limit is {MAX_SAMPLES_PER_MESSAGE}"
         )
     step_value = require(obj, "step")
-    if isinstance(step_value, list):
+    if isinstance(step_value, list) or is_array(step_value):
         step = _int_column(step_value, "step", n)
         distinct = np.unique(step).size
         if distinct > MAX_STEPS_PER_MESSAGE:
@@ -135,8 +136,9 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
     )
 
 
-def _check_list(values: Any, name: str, n: int) -> list[Any]:
-    if not isinstance(values, list):
+def _check_list(values: Any, name: str, n: int, *, typed: bool = False) -> Any:
+    """A list of n values (or, when `typed`, a typed array of n numbers)."""
+    if not isinstance(values, list) and not (typed and is_array(values)):
         raise ProtocolError("wrong_type", name, f"{name} must be a list")
     if len(values) != n:
         raise ProtocolError(
@@ -146,14 +148,17 @@ def _check_list(values: Any, name: str, n: int) -> list[Any]:
 
 
 def _float_column(values: Any, name: str, n: int) -> np.ndarray:
-    values = _check_list(values, name, n)
-    # map(type) runs in C; it keeps bools and numeric strings out, which numpy would coerce.
-    if not set(map(type, values)) <= _NULLABLE_NUMBER_TYPES:
-        raise ProtocolError("wrong_type", name, f"{name} must hold numbers or nulls")
-    try:
-        arr = np.array(values, dtype=np.float64)
-    except OverflowError:
-        raise ProtocolError("invalid", name, f"{name} holds a number out of range") from None
+    values = _check_list(values, name, n, typed=True)
+    if is_array(values):  # a typed array (trainer_hooks.wire.arrays): float64 or int64
+        arr = values.astype(np.float64)
+    else:
+        # map(type) runs in C; it keeps bools and numeric strings out, which numpy would coerce.
+        if not set(map(type, values)) <= _NULLABLE_NUMBER_TYPES:
+            raise ProtocolError("wrong_type", name, f"{name} must hold numbers or nulls")
+        try:
+            arr = np.array(values, dtype=np.float64)
+        except OverflowError:
+            raise ProtocolError("invalid", name, f"{name} holds a number out of range") from None
     arr[~np.isfinite(arr)] = np.nan
     return arr
 
@@ -164,20 +169,29 @@ def _opt_float_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray | No
 
 
 def _int_column(values: Any, name: str, n: int) -> np.ndarray:
-    values = _check_list(values, name, n)
-    if set(map(type, values)) != {int}:
-        raise ProtocolError("wrong_type", name, f"{name} must hold integers")
-    try:
-        arr = np.array(values, dtype=np.int64)
-    except OverflowError:
-        raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
+    values = _check_list(values, name, n, typed=True)
+    if is_array(values):
+        if values.dtype.kind != "i":
+            raise ProtocolError("wrong_type", name, f"{name} must hold integers")
+        arr = values
+    else:
+        if set(map(type, values)) != {int}:
+            raise ProtocolError("wrong_type", name, f"{name} must hold integers")
+        try:
+            arr = np.array(values, dtype=np.int64)
+        except OverflowError:
+            raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
     if arr.min() < 0:
         raise ProtocolError("invalid", name, f"{name} must be ≥ 0")
     return arr
 
 
 def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
-    values = _check_list(require(obj, name), name, n)
+    values = _check_list(require(obj, name), name, n, typed=True)
+    if is_array(values):
+        if values.dtype.kind != "i":
+            raise ProtocolError("wrong_type", name, f"{name} must hold strings or integers")
+        return values
     kinds = set(map(type, values))
     if not kinds <= _ID_TYPES:
         raise ProtocolError("wrong_type", name, f"{name} must hold strings or integers")

@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 import orjson
 
+from trainer_hooks.wire import arrays
 from trainer_hooks.wire.columns import (
     ID_COLUMNS,
     NUMBER_COLUMNS,
@@ -89,7 +90,8 @@ def decode_frame(data: bytes | str, *, binary: bool) -> Any:
         if binary:
             if isinstance(data, str):
                 raise TypeError("a binary frame is bytes, not str")
-            return msgpack.unpackb(data, raw=False, strict_map_key=False)
+            return msgpack.unpackb(data, raw=False, strict_map_key=False,
+                                   ext_hook=arrays.ext_hook)
         return orjson.loads(data)
     except (orjson.JSONDecodeError, ValueError, msgpack.ExtraData, msgpack.FormatError,
             msgpack.StackError, TypeError) as exc:
@@ -176,6 +178,11 @@ def _barrier(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Barrier:
     return Barrier(mid, mtype, run)
 
 
+# Step keys already found valid: a trainer sends the same few hundred keys every step.
+_CHECKED_KEYS: set[str] = set()
+MAX_CHECKED_KEYS = 100_000
+
+
 def _step(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Step:
     step = step_number(require(obj, "step"), "step")
     metrics = require(obj, "metrics")
@@ -191,7 +198,11 @@ def _step(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Step:
     left_out: dict[str, str] = {}
     nulls: list[str] = []
     for key, value in metrics.items():
-        check_key(key, f"metrics.{key}" if isinstance(key, str) else "metrics")
+        if key not in _CHECKED_KEYS:
+            check_key(key, f"metrics.{key}" if isinstance(key, str) else "metrics")
+            if len(_CHECKED_KEYS) >= MAX_CHECKED_KEYS:
+                _CHECKED_KEYS.clear()
+            _CHECKED_KEYS.add(key)
         kind = type(value)
         if kind is bool:
             finite[key] = float(value)
@@ -239,9 +250,9 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], str, str, str], AnyMessage]] = 
 
 def encode(message: dict[str, Any], fmt: str) -> bytes:
     """The bytes of one frame: `fmt` "json" (a text frame; numpy arrays become lists, NaN and
-    ±Inf null) or "msgpack" (a binary frame). msgpack is packed field by field (and metric by
-    metric), so a big batch never holds the GIL for one long C call while the training thread
-    waits."""
+    ±Inf null) or "msgpack" (a binary frame; number arrays as typed arrays, see
+    `trainer_hooks.wire.arrays`). msgpack is packed field by field (and metric by metric), so a
+    big batch never holds the GIL for one long C call while the training thread waits."""
     if fmt == "json":
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
     packer = msgpack.Packer(use_bin_type=True, default=_plain_or_fail)
@@ -252,9 +263,9 @@ def encode(message: dict[str, Any], fmt: str) -> bytes:
             parts.append(packer.pack_map_header(len(value)))
             for name, column in value.items():
                 parts.append(packer.pack(name))
-                parts.append(packer.pack(_plain(column)))
+                parts.append(packer.pack(arrays.packable(column)))
         else:
-            parts.append(packer.pack(_plain(value)))
+            parts.append(packer.pack(arrays.packable(value)))
     return b"".join(parts)
 
 
@@ -272,11 +283,6 @@ def decode(body: bytes, fmt: str) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ProtocolError("wrong_type", None, "a message must be an object")
     return message
-
-
-def _plain(value: Any) -> Any:
-    tolist = getattr(value, "tolist", None)
-    return tolist() if tolist is not None else value
 
 
 def _plain_or_fail(obj: Any) -> Any:
@@ -300,7 +306,7 @@ def split(message: dict[str, Any]) -> list[dict[str, Any]] | None:
         halves = [dict(message), dict(message)]
         for name in SAMPLE_COLUMNS:
             value = message.get(name)
-            if isinstance(value, list):
+            if isinstance(value, list) or arrays.is_array(value):
                 halves[0][name], halves[1][name] = value[:h], value[h:]
         if isinstance(message.get("metrics"), dict):
             halves[0]["metrics"] = {k: v[:h] for k, v in message["metrics"].items()}

@@ -9,10 +9,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.demo import demo_messages
+from ingest.frames import handle_objects
 from ingest.materialize import materialize_all
 from ingest.models import Project, Run
 from ingest.series_ids import series_id
-from ingest.service import handle_objects
 from telescope_ui.models import Layout
 
 BATCH = 500  # messages per transaction

@@ -1,9 +1,11 @@
-"""Real dashboard server processes for tests: daphne in a subprocess on a free port.
+"""Real dashboard server processes for tests and benchmarks: daphne in a subprocess on a free
+port.
 
-Each `LiveServer` gets its own state: a fresh SQLite file under a temporary data directory, or,
-when DATABASE_URL is set (the PostgreSQL pass), a fresh PostgreSQL database. Several servers can
-share one state (`share_with`) to test multi-process behaviour; REDIS_URL passes through.
-Every server of a process serves one set of static files, collected once (`collected_static`).
+A `ServerState` is where servers keep their data: a fresh SQLite file under a temporary data
+directory, or, when a database URL is given (the PostgreSQL pass), a fresh PostgreSQL database;
+a Redis URL passes through. Several `LiveServer`s given the same state test multi-process
+behaviour. Every server of a process serves one set of static files, collected once
+(`collected_static`). `running(state)` is a server for a `with` block, stopped when it ends.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -151,3 +155,14 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+@contextmanager
+def running(state: ServerState) -> Iterator[LiveServer]:
+    """A server on `state` for the `with` block: started, and stopped when the block ends (or
+    when it fails to start in time). `state` stays the caller's: its data outlives the block."""
+    server = LiveServer(state)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
