@@ -58,6 +58,7 @@ bench: $(VENV)/.dev
 	$(PY) bench/peers_workload.py
 	$(PY) bench/samples.py
 	$(PY) bench/isolation.py
+	$(PY) bench/freshness.py
 	$(PY) bench/soak.py
 
 clean:

@@ -63,7 +63,7 @@ class Cells:
     within a cell), so per-cell reductions are `bincount` and `reduceat` passes."""
 
     def __init__(self, s: StepSamples) -> None:
-        self.s = s
+        self.samples = s
         self.width = len(s.env_names) + 1
         self.size = s.n_steps * self.width
         step = s.step_index
@@ -135,7 +135,7 @@ class Cells:
         how many groups were included and excluded. In an environment's scope a group is its
         samples of that environment (a unit: group × env); the overall scope takes whole
         groups, which are the units themselves unless some group mixes environments."""
-        s, w = self.s, self.width
+        s, w = self.samples, self.width
         g = s.group[idx]
         unit_value, unit_in, unit = per_group(x, g * w + s.env[idx] + 1, stat)
         unit_env, unit_group = unit % w - 1, unit // w
@@ -176,7 +176,7 @@ class Out:
         self.stats[(kind, key, stat)] = v
 
     def table(self) -> Table:
-        s, w = self.cells.s, self.cells.width
+        s, w = self.cells.samples, self.cells.width
         envs: list[str | None] = [None, *s.env_names]
         keys: list[SeriesKey] = []
         cols = []
@@ -218,7 +218,7 @@ def _value_family(out: Out, kind: str, key: str, v: np.ndarray, lo_by_code: np.n
     out.put(kind, key, "count", n_finite, c.has_kept)
     _moments(out, kind, key, v, finite)
     idx = np.flatnonzero(finite)
-    gini, n_in, n_out = c.group_means(v[idx] - lo_by_code[c.s.env[idx]], idx, gini_per_group)
+    gini, n_in, n_out = c.group_means(v[idx] - lo_by_code[c.samples.env[idx]], idx, gini_per_group)
     out.put(kind, key, "gini_mean", gini, c.has_kept)
     out.put(kind, key, "gini_excluded", n_out, c.has_kept & (n_in + n_out > 0))
     out.put(kind, key, "null_count", c.count(c.kept) - n_finite, c.has_kept & (c.scope == 0))
@@ -240,7 +240,7 @@ def _ranges_family(out: Out, key: str, v: np.ndarray, lo_by_code: np.ndarray,
     if np.isnan(lo_by_code).all() and np.isnan(hi_by_code).all():
         return
     c = out.cells
-    lo, hi = lo_by_code[c.s.env], hi_by_code[c.s.env]
+    lo, hi = lo_by_code[c.samples.env], hi_by_code[c.samples.env]
     use = c.kept & np.isfinite(v)
     has_lo, has_hi = use & ~np.isnan(lo), use & ~np.isnan(hi)
     n_lo, n_hi = c.count(has_lo), c.count(has_hi)
@@ -255,7 +255,7 @@ def _groups_family(out: Out, lo_by_code: np.ndarray, hi_by_code: np.ndarray) -> 
 
     A group belongs to the environment of its first sample.
     """
-    c, s = out.cells, out.cells.s
+    c, s = out.cells, out.cells.samples
     idx = np.flatnonzero(c.kept & np.isfinite(s.reward))
     idx = idx[np.argsort(s.group[idx], kind="stable")]  # stable: a group's first sample leads
     starts, _ = runs(s.group[idx])
@@ -299,7 +299,7 @@ def _tokens(s: StepSamples) -> dict[str, np.ndarray]:
 
 def _length_groups(out: Out) -> None:
     """Completion-token Gini (lo = 0) and max / median ratio, over kept samples per group."""
-    c, s = out.cells, out.cells.s
+    c, s = out.cells, out.cells.samples
     if s.completion_tokens is None:
         return
     idx = np.flatnonzero(c.kept & np.isfinite(s.completion_tokens))
@@ -312,7 +312,7 @@ def _length_groups(out: Out) -> None:
 
 def _rollouts_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
     """Token moments, stop-by-length share, length groups, off-policy lag; kept samples."""
-    c, s = out.cells, out.cells.s
+    c, s = out.cells, out.cells.samples
     for key, col in tokens.items():
         _moments(out, "rollouts", key, col, c.kept & np.isfinite(col))
     if s.stop_length is not None:
@@ -329,7 +329,7 @@ def _rollouts_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
 def _discarded_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
     """Count by reason, zero-advantage reward breakdown, canceled, token stats of discards.
     Every step has the overall counts; an environment only when it has discarded samples."""
-    c, s = out.cells, out.cells.s
+    c, s = out.cells, out.cells.samples
     discarded = s.discard != KEPT
     shown = c.present & ((c.scope == 0) | (c.count(discarded) > 0))
     n_async, n_zero = c.count(s.discard == MAX_ASYNC), c.count(s.discard == ZERO_ADVANTAGE)

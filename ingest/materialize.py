@@ -43,11 +43,12 @@ STEPS_PER_WRITE = 64  # ... and written in transactions of this many (ingest int
 SAMPLES_PER_PASS = 250_000  # ... as long as their samples stay under this (one step always)
 QUIET_SECONDS = 0.03  # a run's batches stopped arriving for this long: aggregate now
 MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
-# A run aggregated less than STREAM_SECONDS ago is streaming: its next pass gathers what
-# arrives for GATHER_SECONDS (a pass costs ~4 ms plus ~0.5 ms per step of 512 samples, so
-# passes of a message's 8 steps each cost twice what passes of 64 do).
-STREAM_SECONDS = 1.0
-GATHER_SECONDS = 0.15
+# A pass costs ~4 ms plus ~0.5 ms per step of 512 samples (passes of a message's 8 steps each
+# cost twice what passes of 64 do), so a streaming run gathers: its aggregation starts at most
+# every GATHER_SECONDS (a barrier waiting, or MAX_DELAY_SECONDS of waiting, starts it now), and
+# a drain whose pass found fewer than GATHER_STEPS dirty steps ends there (the rest gathers).
+GATHER_SECONDS = 0.1
+GATHER_STEPS = 64
 PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
 CLAIM_SECONDS = 60.0  # a claim not released by then (its process died) lapses
 MAX_PASSES = 10_000  # per run and drain: a step rewritten without pause cannot hold it forever
@@ -406,12 +407,15 @@ class Materializer:
                 except Exception:  # keep serving; the dirty flags stay for the next sweep
                     log.exception("materializing run %s failed", run_id)
 
+    def _urgent(self, run_id: int) -> bool:
+        return self.pending.get(run_id, (0.0, 0.0, False))[2]
+
     def _due(self, run_id: int | None, first: float, last: float, urgent: bool,
              now: float) -> bool:
         if urgent or now - first >= MAX_DELAY_SECONDS:
             return True
-        streaming = now - self.last_pass.get(run_id, -STREAM_SECONDS) < STREAM_SECONDS
-        return now - last >= QUIET_SECONDS and (not streaming or now - first >= GATHER_SECONDS)
+        return (now - last >= QUIET_SECONDS
+                and now - self.last_pass.get(run_id, -GATHER_SECONDS) >= GATHER_SECONDS)
 
     async def _drain(self, run_id: int) -> None:
         """Pass after pass until the run has no dirty step, publishing each pass's points as
@@ -420,9 +424,10 @@ class Materializer:
         publishes its progress, at most every PROGRESS_SECONDS, then 0 when done."""
         reported_at = None
         after: int | None = None  # the last step of the pass being written
-        ahead = self._compute(run_id, None)
+        ahead: asyncio.Future[PassResult | None] | None = self._compute(run_id, None)
         try:
             for _ in range(MAX_PASSES):
+                assert ahead is not None  # (None only on the way out)
                 result = await ahead
                 if result is None:
                     if after is None:
@@ -431,21 +436,28 @@ class Materializer:
                     ahead = self._compute(run_id, None)
                     continue
                 after = result.steps[-1]
-                ahead = self._compute(run_id, after)
+                # A small pass of a stream ends the drain: what arrives meanwhile gathers for
+                # the next one (a barrier waiting makes it urgent: no gathering then).
+                small = (len(result.steps) < min(GATHER_STEPS, STEPS_PER_PASS)
+                         and int(result.n.sum()) < SAMPLES_PER_PASS // 4
+                         and not self._urgent(run_id))
+                ahead = None if small else self._compute(run_id, after)
                 outcome, left = await self._call(write_counted, run_id, result)
-                if outcome is None:
-                    continue
-                await broadcast.publish(outcome)
+                if outcome is not None:
+                    await broadcast.publish(outcome)
                 now = time.monotonic()
                 backlog = left > STEPS_PER_PASS or (reported_at is not None and left)
                 if backlog and (reported_at is None or now - reported_at >= PROGRESS_SECONDS):
                     await broadcast.publish_progress(run_id, left)
                     reported_at = now
+                if ahead is None:
+                    break
         finally:
-            await asyncio.wait([ahead])  # never leave an aggregation running unowned
-            unused = None if ahead.cancelled() or ahead.exception() else ahead.result()
-            if unused is not None:  # the loop ended early: give its claimed steps back
-                await self._call(release, run_id, unused.steps)
+            if ahead is not None:
+                await asyncio.wait([ahead])  # never leave an aggregation running unowned
+                unused = None if ahead.cancelled() or ahead.exception() else ahead.result()
+                if unused is not None:  # the loop ended early: give its claimed steps back
+                    await self._call(release, run_id, unused.steps)
         if reported_at is not None:
             await broadcast.publish_progress(run_id, 0)
         await self._call(compact, run_id)
