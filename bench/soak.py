@@ -63,8 +63,6 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -76,7 +74,8 @@ from typing import Any
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from devtools.live_server import LiveServer, ServerState, free_port  # noqa: E402
+from devtools.live_server import LiveServer, ServerState  # noqa: E402
+from devtools.private_redis import RedisProcess  # noqa: E402
 
 PROJECT = "soak"
 TRACKED_KEY = "soak/g0/k00"
@@ -496,44 +495,6 @@ def rss_mib(pid: int) -> float:
     except OSError:
         pass
     return 0.0
-
-
-class RedisProcess:
-    """A private redis-server on a free loopback port, without persistence."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
-        self.tmp = tmp
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self, timeout: float = 15.0) -> None:
-        with open(self.tmp / "redis.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", str(self.tmp)],
-                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited: {(self.tmp / 'redis.log').read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"redis-server did not answer on {self.port} in {timeout} s")
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -224,6 +224,11 @@ def changes_since(run_id: int, after_seq: int, limit: int) -> tuple[dict[str, An
     return points, seq
 
 
+def run_seqs(run_ids: list[int]) -> dict[int, int]:
+    """The latest commit's seq of each run (a deleted run is absent)."""
+    return dict(Run.objects.filter(pk__in=run_ids).values_list("pk", "seq"))
+
+
 def pending_steps(run_id: int) -> int:
     """Steps of a run waiting to be (re-)aggregated (after a range change: all of them)."""
     with connection.cursor() as cur:

@@ -10,6 +10,11 @@ when a run's status or last step changes; `{"type": "progress", "run", "pending"
 subscribe and while a backlog of steps is (re-)aggregated (0 when done); `{"type": "reset",
 "run"}` when the gap is too large to replay (reload the snapshot). Deltas are coalesced to at
 most one per interval per run.
+
+The database is the source of truth: every WATCH_SECONDS / 2 a page compares its runs' seqs with
+the database's, and a run that moved on without a delta reaching the page for WATCH_SECONDS
+(the channel layer is down — Redis killed — or a publish was lost) is replayed from the database.
+So live updates degrade to reading the database while the layer is out, and nothing is missed.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from django.conf import settings
 
 from ingest.broadcast import group_name
 from ingest.models import Run
-from ingest.reads import changes_since, pending_steps
+from ingest.reads import changes_since, pending_steps, run_seqs
 from telescope_ui.access import may_read
 
 CLOSE_FORBIDDEN = 4403
@@ -34,6 +39,7 @@ log = logging.getLogger(__name__)
 
 MAX_REPLAY_POINTS = 50_000
 MAX_SUBSCRIPTIONS = 64
+WATCH_SECONDS = 2.0
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -41,6 +47,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.last_seq: dict[int, int] = {}
         self.pending: dict[int, list[dict[str, Any]]] = {}
         self.flush_task: asyncio.Task[None] | None = None
+        self.watch_task: asyncio.Task[None] | None = None
         self.last_flush = 0.0
         self.interval = settings.TELESCOPE_LIVE_INTERVAL_MS / 1000
         client = self.scope.get("client") or (None, None)
@@ -53,8 +60,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         for run_id in list(self.last_seq):
             await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
-        if self.flush_task:
-            self.flush_task.cancel()
+        for task in (self.flush_task, getattr(self, "watch_task", None)):
+            if task:
+                task.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -86,6 +94,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         await self.channel_layer.group_add(group_name(run_id), self.channel_name)
         await self._replay(run_id, after)
+        if self.watch_task is None:
+            self.watch_task = asyncio.ensure_future(self._watch())
         # The backlog now: a page rendered mid-backlog may have missed its final 0.
         pending = await database_sync_to_async(pending_steps)(run_id)
         await self._send({"type": "progress", "run": run_id, "pending": pending})
@@ -102,6 +112,28 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.last_seq[run_id] = max(seq, after)
         await self._send({"type": "delta", "run": run_id, "from_seq": after,
                           "seq": self.last_seq[run_id], "points": points, "series": []})
+
+    async def _watch(self) -> None:
+        """Replay a run from the database when its seq moved on but the page's stayed put for
+        WATCH_SECONDS (see the module's docstring)."""
+        stuck: dict[int, tuple[int, float]] = {}  # run -> (the page's seq, since when)
+        while True:
+            await asyncio.sleep(WATCH_SECONDS / 2)
+            if not self.last_seq:
+                continue
+            seqs = await database_sync_to_async(run_seqs)(list(self.last_seq))
+            now = time.monotonic()
+            for run_id, seq in seqs.items():
+                last = self.last_seq.get(run_id)
+                if last is None or seq <= last:
+                    stuck.pop(run_id, None)
+                    continue
+                was, since = stuck.get(run_id, (None, now))
+                if was != last:  # the page moved since the last look: not stuck (yet)
+                    stuck[run_id] = (last, now)
+                elif now - since >= WATCH_SECONDS:
+                    stuck.pop(run_id, None)
+                    await self._replay(run_id, last)
 
     async def run_points(self, event: dict[str, Any]) -> None:
         """A commit somewhere published points for a run this page watches."""

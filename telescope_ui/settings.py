@@ -203,6 +203,9 @@ TELESCOPE_AGGREGATE_WORKERS = envint("TELESCOPE_AGGREGATE_WORKERS", 0)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"redis_outage": {"()": "telescope_ui.logs.RedisOutage"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # A traceback a second while Redis is down: one line every 30 s instead (telescope_ui.logs).
+    "loggers": {"channels_redis.pubsub": {"filters": ["redis_outage"]}},
 }
