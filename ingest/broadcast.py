@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ingest.store import Outcome
 
@@ -26,17 +26,30 @@ def group_name(run_id: int) -> str:
 
 
 async def publish(outcome: Outcome) -> None:
-    """Send what a committed message changed to every live page watching its run."""
+    """Send what a committed message changed to every live page watching its run (nothing,
+    not even the pages' copy of the points, when the in-memory layer knows none watches)."""
     if outcome.run_id is None or (outcome.seq is None and outcome.run is None):
         return
-    await _send(group_name(outcome.run_id), {
+    group = group_name(outcome.run_id)
+    if not _may_listen(group):
+        return
+    await _send(group, {
         "type": "run.points",
         "run": outcome.run_id,
         "seq": outcome.seq,
-        "points": outcome.points,
+        "points": outcome.live_points(),
         "series": outcome.new_series,
         "info": outcome.run,
     })
+
+
+def _may_listen(group: str) -> bool:
+    """Whether a page may be in the group: the in-memory layer (one process) knows its
+    groups; another layer (Redis: pages of other processes) may always have some."""
+    layer = get_channel_layer()
+    if isinstance(layer, InMemoryChannelLayer):
+        return bool(layer.groups.get(group))
+    return layer is not None
 
 
 async def publish_progress(run_id: int, pending: int) -> None:

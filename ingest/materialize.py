@@ -202,6 +202,7 @@ def _merged(outcomes: list[Outcome]) -> Outcome | None:
                 mine[k] += pt[k]
     seqs = [o.seq for o in outcomes if o.seq is not None]
     return Outcome(out.reply, run_id=out.run_id, seq=seqs[-1] if seqs else None, points=points,
+                   blocks=[b for o in outcomes for b in o.blocks],
                    new_series=[e for o in outcomes for e in o.new_series],
                    run=next((o.run for o in reversed(outcomes) if o.run), None), dirty=out.dirty)
 
@@ -295,7 +296,7 @@ def write_counted(run_id: int, result: PassResult) -> tuple[Outcome | None, int]
     """`write_results`, and the steps still dirty after it."""
     t0 = time.perf_counter()
     outcome = write_results(run_id, result)
-    written = sum(len(p["step"]) for p in outcome.points.values()) if outcome else 0
+    written = outcome.point_count() if outcome else 0
     log.debug("run %s: %d points of %d steps written in %.3f s", run_id, written,
               len(result.steps), time.perf_counter() - t0)
     return outcome, pending_steps(run_id)

@@ -44,6 +44,35 @@ class Outcome:
     run: dict[str, Any] | None = None
     dirty: bool = False  # steps of the run await re-aggregation
     barrier: bool = False  # ack only once the run's aggregates have caught up (`barrier`)
+    # Points written as arrays (an aggregation pass, a group of step messages), with the sid
+    # of each series pk among them: turned into the live pages' copy only when some page may
+    # be listening (`live_points`), since building it costs more than writing them.
+    blocks: list[tuple[pointstore.Block, dict[int, str]]] = field(default_factory=list)
+
+    def point_count(self) -> int:
+        return sum(len(p["step"]) for p in self.points.values()) + sum(
+            len(b) for b, _ in self.blocks)
+
+    def live_points(self) -> dict[str, dict[str, list[Any]]]:
+        """Every point of the outcome per series sid, as live pages get them (NaN: withdrawn,
+        sent as null). Each block is grouped with one sort: each column becomes a list once
+        and a series takes a slice of it."""
+        points = {sid: {k: list(v) for k, v in pt.items()} for sid, pt in self.points.items()}
+        for block, sid_of in self.blocks:
+            if not len(block):
+                continue
+            order = np.argsort(block.pk, kind="stable")
+            pk = block.pk[order]
+            cuts = (np.flatnonzero(pk[1:] != pk[:-1]) + 1).tolist()
+            steps, times = block.step[order].tolist(), block.time[order].tolist()
+            values = block.value[order].tolist()
+            for a, b, series in zip([0, *cuts], [*cuts, len(pk)], pk[[0, *cuts]].tolist(),
+                                    strict=True):
+                pt = points.setdefault(sid_of[series], {"step": [], "time": [], "value": []})
+                pt["step"] += steps[a:b]
+                pt["time"] += times[a:b]
+                pt["value"] += values[a:b]
+        return points
 
 
 def apply_message(project_id: int, msg: p.AnyMessage,
@@ -97,6 +126,7 @@ class PointWriter:
         self.created = created
         self.seq = run.seq + 1
         self.points: dict[str, dict[str, list[Any]]] = {}
+        self.blocks: list[tuple[pointstore.Block, dict[int, str]]] = []
         self.new_series: list[dict[str, Any]] = []
         self.parts: list[pointstore.Block] = []
         self.n = 0  # points to write
@@ -161,23 +191,11 @@ class PointWriter:
 
     def add_block(self, block: pointstore.Block, sid_of: dict[int, str]) -> None:
         """Points to write given as arrays (an aggregation pass: NaN withdraws a point), with
-        the sid of each series pk among them. The live pages' copy is grouped per series with
-        one sort: each column becomes a list once and a series takes a slice of it."""
+        the sid of each series pk among them (for the live pages' copy, `Outcome.live_points`,
+        built only if a page may listen)."""
         self.parts.append(block)
         self.n += len(block)
-        if not len(block):
-            return
-        order = np.argsort(block.pk, kind="stable")
-        pk = block.pk[order]
-        cuts = (np.flatnonzero(pk[1:] != pk[:-1]) + 1).tolist()
-        steps, times = block.step[order].tolist(), block.time[order].tolist()
-        values = block.value[order].tolist()  # NaN: withdrawn, sent as null
-        for a, b, series in zip([0, *cuts], [*cuts, len(pk)], pk[[0, *cuts]].tolist(),
-                                strict=True):
-            pt = self.points.setdefault(sid_of[series], {"step": [], "time": [], "value": []})
-            pt["step"] += steps[a:b]
-            pt["time"] += times[a:b]
-            pt["value"] += values[a:b]
+        self.blocks.append((block, sid_of))
 
     def see_step(self, step: int, t: float | None = None) -> None:
         """A step arrived (at trainer time `t` for a step message: the clock of the ETA)."""
@@ -203,9 +221,9 @@ class PointWriter:
         reply: dict[str, Any] = {"type": "ack", "id": msg_id}
         if self.left_out:
             reply["left_out"] = self.left_out
-        return Outcome(reply, run_id=run.pk,
-                       seq=run.seq if self.n else None, points=self.points,
-                       new_series=self.new_series, run=info, dirty=self.dirty)
+        return Outcome(reply, run_id=run.pk, seq=run.seq if self.n else None,
+                       points=self.points, blocks=self.blocks, new_series=self.new_series,
+                       run=info, dirty=self.dirty)
 
 
 # ---------------------------------------------------------------- handlers
