@@ -31,7 +31,8 @@ from ingest.normalize import PREFIX, Observed, normalized_column, observed_in
 from ingest.ranges import EnvRanges, MetricRange
 from ingest.samples import CANCELED, KEPT, MAX_ASYNC, ZERO_ADVANTAGE, SeriesKey, StepSamples
 
-__all__ = ["Table", "aggregate_blobs", "aggregate_step", "aggregate_steps", "group_gini"]
+__all__ = ["Table", "aggregate_blobs", "aggregate_step", "aggregate_steps", "group_gini",
+           "normalized_steps"]
 
 Bound = Callable[[EnvRanges], float | None]
 Family = tuple[str, str, str]  # (kind, key, stat); the env is the cell's scope
@@ -390,6 +391,21 @@ def aggregate_steps(s: StepSamples, ranges: dict[str, EnvRanges],
     return out.table()
 
 
+def normalized_steps(s: StepSamples, ranges: dict[str, EnvRanges],
+                     observed: Observed | None = None) -> Table:
+    """The normalized family alone (the columns `aggregate_steps` gives it, with the same
+    values): what an observed range's widening changes."""
+    out = Out(Cells(s))
+    seen = observed if observed is not None else _observed_here(s)
+    _normalized_family(out, "reward", "reward",
+                       normalized_column(s, s.reward, "reward", "reward", ranges, seen))
+    for m, v in s.metrics.items():
+        if s.metric_steps is not None:
+            out.only = s.metric_steps[m][out.cells.step_of_cell]
+        _normalized_family(out, "sample", m, normalized_column(s, v, "sample", m, ranges, seen))
+    return out.table()
+
+
 def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges],
                    observed: Observed | None = None) -> dict[SeriesKey, float]:
     """`aggregate_steps` of one step, as {(kind, key, stat, env): float}."""
@@ -404,12 +420,13 @@ def _observed_here(s: StepSamples) -> Observed:
 
 
 def aggregate_blobs(blobs_by_step: list[list[bytes]], ranges: dict[str, EnvRanges],
-                    observed: Observed | None = None
+                    observed: Observed | None = None, norm_only: bool = False
                     ) -> tuple[np.ndarray, np.ndarray, Table]:
     """Unpack, assemble and aggregate the stored batches of some steps: (samples per step,
-    latest sample time per step (NaN: none carried one), table). Pure, so it also runs in a
-    worker process (see ingest.materialize)."""
+    latest sample time per step (NaN: none carried one), table; with `norm_only`, of the
+    normalized family alone). Pure, so it also runs in a worker process (ingest.materialize)."""
     samples, latest = columns.assemble_steps([[columns.unpack(b) for b in blobs]
                                               for blobs in blobs_by_step])
     n = np.bincount(samples.step_index, minlength=samples.n_steps)
-    return n, latest, aggregate_steps(samples, ranges, observed)
+    aggregate = normalized_steps if norm_only else aggregate_steps
+    return n, latest, aggregate(samples, ranges, observed)

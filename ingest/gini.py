@@ -69,16 +69,16 @@ def gini_per_group(
     Groups of one value and groups with a value below 0 (below lo) are not included.
     """
     # For sorted x, ΣᵢΣⱼ|xᵢ − xⱼ| = 2 Σᵢ (2i − n − 1) x₍ᵢ₎ with i 1-based.
+    # The sums are per-group reductions whatever the path, so a group's Gini has the same bits
+    # whichever other groups (steps) share the call: a re-aggregation rewrites nothing unchanged.
     k = int(counts[0]) if counts.size else 0
-    if k and k * counts.size == x.size and (counts == k).all():  # groups of one size: 2-D
-        rows = x.reshape(counts.size, k)
-        num = rows @ (2.0 * np.arange(k) + 1 - k)
-        total = rows.sum(axis=1)
+    if k and k * counts.size == x.size and (counts == k).all():  # groups of one size
+        coef = np.tile(2.0 * np.arange(k) + 1 - k, counts.size)
     else:
         rank = np.arange(x.size) - np.repeat(starts, counts)  # 0-based rank within the group
         coef = (2 * rank + 1 - np.repeat(counts, counts)).astype(np.float64)
-        num = np.add.reduceat(coef * x, starts)
-        total = np.add.reduceat(x, starts)
+    num = np.add.reduceat(coef * x, starts)
+    total = np.add.reduceat(x, starts)
     lo, hi = x[starts], x[starts + counts - 1]
     included = (counts >= 2) & (lo >= 0)
     # All-equal groups (x̄ may be 0) are exactly 0; rounding must not make them tiny non-zeros.

@@ -58,18 +58,20 @@ T = TypeVar("T")
 @dataclass
 class PassResult:
     """The aggregates of one pass's steps: row i of `table` is step `steps[i]`, aggregated from
-    its batches as of `versions[i]`, with `n[i]` samples, its points at time `times[i]`."""
+    its batches as of `versions[i]`, with `n[i]` samples, its points at time `times[i]`.
+    `norm_only`: the table holds only the normalized family (the rest is as last written)."""
 
     steps: list[int]
     versions: list[int]
     times: np.ndarray
     n: np.ndarray
     table: Table
+    norm_only: bool = False
 
     def part(self, a: int, b: int) -> PassResult:
         """Steps a..b-1 of the pass."""
         return PassResult(self.steps[a:b], self.versions[a:b], self.times[a:b], self.n[a:b],
-                          Table(self.table.keys, self.table.values[a:b]))
+                          Table(self.table.keys, self.table.values[a:b]), self.norm_only)
 
 
 def dirty_runs() -> list[int]:
@@ -82,16 +84,17 @@ def _in(values: list[int]) -> str:
     return "(" + ", ".join(["%s"] * len(values)) + ")"
 
 
-def claim(run_id: int, after: int | None = None) -> list[tuple[int, int, float]]:
+def claim(run_id: int, after: int | None = None) -> list[tuple[int, int, float, bool]]:
     """Claim the first dirty steps of a run no other pipeline holds (after step `after` if
     given; up to STEPS_PER_PASS and SAMPLES_PER_PASS, one step at least) for CLAIM_SECONDS:
-    (step, version, first_seen) of each. On PostgreSQL rows another process is claiming are
-    skipped (FOR UPDATE SKIP LOCKED); SQLite serializes writers anyway."""
+    (step, version, first_seen, norm_only) of each. On PostgreSQL rows another process is
+    claiming are skipped (FOR UPDATE SKIP LOCKED); SQLite serializes writers anyway."""
     now = time.time()
     later = "" if after is None else f" AND step > {int(after)}"
     skip = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
     with transaction.atomic(), connection.cursor() as cur:
-        cur.execute("SELECT step, version, first_seen FROM ingest_stepstate WHERE run_id = %s"
+        cur.execute("SELECT step, version, first_seen, norm_only FROM ingest_stepstate"
+                    " WHERE run_id = %s"
                     " AND dirty AND (claimed_until IS NULL OR claimed_until < %s)" + later
                     + " ORDER BY step LIMIT %s" + skip, [run_id, now, STEPS_PER_PASS])
         states = cur.fetchall()
@@ -132,8 +135,12 @@ def compute_dirty(run_id: int, after: int | None = None) -> PassResult | None:
         raise
 
 
-def _compute(run_id: int, states: list[tuple[int, int, float]], t0: float) -> PassResult:
+def _compute(run_id: int, states: list[tuple[int, int, float, bool]], t0: float
+             ) -> PassResult:
     steps = [row[0] for row in states]
+    # Only an observed range widened for every step of the pass: their samples are unchanged,
+    # so only the normalized family is recomputed (about half the work) and rewritten.
+    norm_only = all(row[3] for row in states)
     with connection.cursor() as cur:
         cur.execute("SELECT step, data FROM ingest_samplebatch WHERE run_id = %s AND step IN "
                     + _in(steps) + " ORDER BY step, id", [run_id, *steps])
@@ -142,7 +149,7 @@ def _compute(run_id: int, states: list[tuple[int, int, float]], t0: float) -> Pa
             blobs[step].append(bytes(data))
     with_data = [i for i, step in enumerate(steps) if blobs[step]]
     n_with, latest, found = _aggregate([blobs[steps[i]] for i in with_data],
-                                       env_ranges(run_id), observed_ranges(run_id))
+                                       env_ranges(run_id), observed_ranges(run_id), norm_only)
     n = np.zeros(len(steps), dtype=np.int64)
     n[with_data] = n_with
     values = np.full((len(steps), len(found.keys)), np.nan)
@@ -151,14 +158,15 @@ def _compute(run_id: int, states: list[tuple[int, int, float]], t0: float) -> Pa
     times[with_data] = np.where(np.isnan(latest), times[with_data], latest)
     log.debug("run %s: %d steps aggregated in %.3f s", run_id, len(steps),
               time.perf_counter() - t0)
-    return PassResult(steps, [row[1] for row in states], times, n, Table(found.keys, values))
+    return PassResult(steps, [row[1] for row in states], times, n, Table(found.keys, values),
+                      norm_only)
 
 
 _POOL: ProcessPoolExecutor | None = None
 
 
-def _aggregate(blobs: list[list[bytes]], ranges: dict[str, EnvRanges], observed: Observed
-               ) -> tuple[np.ndarray, np.ndarray, Table]:
+def _aggregate(blobs: list[list[bytes]], ranges: dict[str, EnvRanges], observed: Observed,
+               norm_only: bool = False) -> tuple[np.ndarray, np.ndarray, Table]:
     """In a worker process when TELESCOPE_AGGREGATE_WORKERS > 0 (the server's default), so a
     pass's numpy work never holds the GIL that the ingest thread needs for its acks."""
     global _POOL
@@ -166,12 +174,12 @@ def _aggregate(blobs: list[list[bytes]], ranges: dict[str, EnvRanges], observed:
         return np.zeros(0, dtype=np.int64), np.zeros(0), Table([], np.zeros((0, 0)))
     workers = getattr(settings, "TELESCOPE_AGGREGATE_WORKERS", 0)
     if workers <= 0:
-        return aggregate_blobs(blobs, ranges, observed)
+        return aggregate_blobs(blobs, ranges, observed, norm_only)
     if _POOL is None:
         _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                     initializer=die_with_parent)
     try:
-        return _POOL.submit(aggregate_blobs, blobs, ranges, observed).result()
+        return _POOL.submit(aggregate_blobs, blobs, ranges, observed, norm_only).result()
     except BrokenProcessPool:
         _POOL = None  # the worker died (e.g. killed): start a new one next time
         raise
@@ -238,7 +246,10 @@ def _write_changes(w: PointWriter, r: PassResult, rows: list[int],
                    previous: list[tuple[Any, Any, float | None]]) -> None:
     """Diff each step's new aggregates against its previous ones (vectorized over the pass's
     steps) and write the difference: new or changed values, every point of a step whose time
-    moved, tombstones for vanished statistics. Then record the new state of each step."""
+    moved, tombstones for vanished statistics. Then record the new state of each step. A
+    `norm_only` pass computed only the normalized family: the step's other statistics stand
+    as they are (only a normalized one can be withdrawn), and its state keeps them beside the
+    new values."""
     keys = r.table.keys
     pks = np.asarray(w.series_pks(keys), dtype=np.int64)
     values = r.table.values[rows]
@@ -266,24 +277,31 @@ def _write_changes(w: PointWriter, r: PassResult, rows: list[int],
     sid_of = {pk: series_id(*k) for pk, k in zip(pks.tolist(), keys, strict=True)}
     w.add_block(pointstore.Block(new_pk[change], steps[i[change]], times[i[change]],
                                  new_v[change]), sid_of)
-    gone = np.flatnonzero(~np.isin(old_key, new_key))
+    gone_mask = ~np.isin(old_key, new_key)
+    if r.norm_only:  # only the computed statistics can have vanished
+        gone_mask &= np.isin(old_pk_all, pks)
+    gone = np.flatnonzero(gone_mask)
     if gone.size:  # rare: e.g. a declaration removed, a late sample empties a Gini mean
         gone_pk = old_pk_all[gone]
         gone_sid = dict(Series.objects.filter(pk__in=np.unique(gone_pk).tolist())
                         .values_list("pk", "sid"))
         w.add_block(pointstore.Block(gone_pk, steps[old_i[gone]], times[old_i[gone]],
                                      np.full(gone.size, np.nan)), gone_sid)
-    bounds = np.searchsorted(i, np.arange(len(rows) + 1))
+    bounds = np.searchsorted(i, np.arange(len(rows) + 1)).tolist()
+    state = [(new_pk[a:b], new_v[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    if r.norm_only:  # the statistics this pass did not compute stay in the step's state
+        kept = ~np.isin(old_pk_all, pks)
+        state = [(np.concatenate([old_pk_all[kept & (old_i == k)], pk]),
+                  np.concatenate([old_v_all[kept & (old_i == k)], v]))
+                 for k, (pk, v) in enumerate(state)]
     with connection.cursor() as cur:
         cur.executemany(
             "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s,"
-            " derived_values = %s, derived_time = %s, dirty = %s, done_version = %s"
-            " WHERE run_id = %s AND step = %s",
-            [(int(r.n[row]), new_pk[a:b].astype("<i8").tobytes(),
-              new_v[a:b].astype("<f8").tobytes(), float(times[k]), False, r.versions[row],
-              w.run.pk, r.steps[row])
-             for k, (row, a, b) in enumerate(zip(rows, bounds[:-1].tolist(),
-                                                 bounds[1:].tolist(), strict=True))])
+            " derived_values = %s, derived_time = %s, dirty = %s, norm_only = %s,"
+            " done_version = %s WHERE run_id = %s AND step = %s",
+            [(int(r.n[row]), pk.astype("<i8").tobytes(), v.astype("<f8").tobytes(),
+              float(times[k]), False, False, r.versions[row], w.run.pk, r.steps[row])
+             for k, (row, (pk, v)) in enumerate(zip(rows, state, strict=True))])
 
 
 def materialize(run_id: int) -> Outcome | None:

@@ -200,6 +200,9 @@ class StepState(models.Model):
     # A batch arrival sets dirty and bumps version; the materializer clears dirty only if the
     # version it computed from is still current.
     dirty = models.BooleanField(default=False)
+    # Dirty only because an observed range widened (ingest.renormalize): the step's samples are
+    # unchanged, so only its normalized family is recomputed (and rewritten where it changed).
+    norm_only = models.BooleanField(default=False, db_default=False)
     version = models.BigIntegerField(default=0)
     done_version = models.BigIntegerField(default=0)  # the version last aggregated (barrier)
     # What the step's last aggregation wrote: int64 pks of the series with a point here, their

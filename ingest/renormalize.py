@@ -23,11 +23,20 @@ MINOR_DELAY_SECONDS = 60.0  # ... after it only crept (continuous values' new ex
 
 
 def mark_all_dirty(run_id: int) -> None:
-    """Every step of the run is to be re-aggregated (by the server's pipeline): after a
-    declaration change at once, after a widening when due."""
+    """Every step of the run is to be re-aggregated in full (by the server's pipeline): after
+    a declaration change (the declared bounds enter Gini, the ranges and groups families)."""
     with connection.cursor() as cur:
-        cur.execute("UPDATE ingest_stepstate SET dirty = %s, version = version + 1"
-                    " WHERE run_id = %s", [True, run_id])
+        cur.execute("UPDATE ingest_stepstate SET dirty = %s, norm_only = %s,"
+                    " version = version + 1 WHERE run_id = %s", [True, False, run_id])
+
+
+def mark_all_renormalize(run_id: int) -> None:
+    """Every step of the run is to have its normalized family recomputed (an observed range
+    widened: only that family depends on it); a step already dirty stays as dirty as it was."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE ingest_stepstate SET norm_only = CASE WHEN dirty THEN norm_only"
+                    " ELSE %s END, dirty = %s, version = version + 1 WHERE run_id = %s",
+                    [True, True, run_id])
 
 
 def schedule(run_id: int, change: str) -> None:
@@ -47,7 +56,7 @@ def _apply(where: str, params: list[float | int]) -> list[int]:
         runs = [row[0] for row in cur.fetchall()]
         for run_id in runs:
             cur.execute("UPDATE ingest_run SET renormalize_at = NULL WHERE id = %s", [run_id])
-            mark_all_dirty(run_id)
+            mark_all_renormalize(run_id)
     return runs
 
 

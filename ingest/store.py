@@ -277,7 +277,8 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
             "INSERT INTO ingest_stepstate (run_id, step, first_seen, n_samples, dirty, version,"
             " done_version, derived_series, derived_values) VALUES (%s, %s, %s, 0, %s, 1, 0,"
             " %s, %s) ON CONFLICT (run_id, step)"
-            " DO UPDATE SET dirty = excluded.dirty, version = ingest_stepstate.version + 1",
+            " DO UPDATE SET dirty = excluded.dirty, norm_only = FALSE,"
+            " version = ingest_stepstate.version + 1",
             [(w.run.pk, s, now, True, b"", b"") for s in steps.tolist()],
         )
     w.left_out.update(texts.store(w.run.pk, msg))  # prompts and completions, apart
