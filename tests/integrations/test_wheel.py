@@ -29,7 +29,8 @@ from devtools.live_server import ROOT, free_port
 PACKAGE_ROOTS = ("telescope_ui", "ingest", "trainer_hooks")
 DEV_ONLY = ("tests", "bench", "devtools")  # never in the wheel
 SERVER_DEPS = {"django", "channels", "daphne", "plotly", "numpy", "orjson", "msgpack",
-               "pyyaml", "websockets", "servestatic", "tsdownsample", "dj-database-url"}
+               "pyyaml", "websockets", "servestatic", "tsdownsample", "dj-database-url",
+               "zstandard"}
 
 
 def clean_env(**extra: str) -> dict[str, str]:
