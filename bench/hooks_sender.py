@@ -1,7 +1,8 @@
 """Benchmark: the sender's cost on the training thread, and its throughput to a real server.
 
     .venv/bin/python bench/hooks_sender.py [--calls 1000] [--samples 1024] [--keys 300]
-                                           [--throughput-samples 200000] [--steps 1000]
+                                           [--throughput-samples 200000] [--steps 5000]
+                                           [--step-keys 40]
 
 1. Caller cost (target ≤ 50 µs per call, median; p99 reported): `log_step` with `--keys`
    metrics, and `log_samples` with `--samples` samples (string ids, group ids, reward, env,
@@ -15,9 +16,9 @@
      GIL. The verdict uses the "cold" and "loaded" figures: the calls a training loop makes.
 2. Throughput to one server process (daphne, embedded SQLite, started here): samples logged
    as fast as possible in `--samples`-sized calls, from the first call until `flush()`
-   reports every message acknowledged; the same for `--steps` step messages (one message per
-   step, so this measures the server's per-message cost). Also the client-side seal rate (log
-   → outbox) on its own, with the server unreachable.
+   reports every message acknowledged; the same for `--steps` step messages of `--step-keys`
+   keys (one message per step; target ≥ 5,000 messages of 40 keys a second, issue 11). Also
+   the client-side seal rate (log → outbox) on its own, with the server unreachable.
 
 3. Burst (`--burst`, default 50,000): `log_step` calls back to back with the default
    `max_queue` (4096), so the queue fills and the calls meet the sender's back-pressure (they
@@ -119,9 +120,12 @@ def throughput(client: Client, args: argparse.Namespace, base: int) -> dict[str,
     n = calls * args.samples
     out = {"samples": n, "sealed_s": t_sealed, "acked_s": t_acked, "acked": ok and sealed_ok,
            "samples_per_s_acked": n / t_acked}
+    keys = [f"train/metric_{k:02d}" for k in range(args.step_keys)]
+    rows = [dict(zip(keys, np.random.default_rng(i).random(len(keys)).tolist(), strict=True))
+            for i in range(args.steps)]
     t0 = time.perf_counter()
     for i in range(args.steps):
-        client.log_step(base + i, {"loss": 1.0 / (i + 1), "entropy": 2.0, "grad_norm": 0.5})
+        client.log_step(base + i, rows[i])
     ok = client.flush(600)
     t = time.perf_counter() - t0
     out.update(steps=args.steps, steps_acked=ok, steps_per_s_acked=args.steps / t)
@@ -163,7 +167,9 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=1024)
     ap.add_argument("--keys", type=int, default=300)
     ap.add_argument("--throughput-samples", type=int, default=200_000)
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=5000)
+    ap.add_argument("--step-keys", type=int, default=40, help="keys per step message "
+                    "(issue 11's target: >= 5,000 step messages of 40 keys acknowledged per s)")
     ap.add_argument("--step-gap", type=float, default=0.005)
     ap.add_argument("--samples-gap", type=float, default=0.02)
     ap.add_argument("--burst", type=int, default=50_000)
@@ -198,7 +204,8 @@ def main() -> int:
               f"max {r['max_us']:8.1f} µs  [{verdict}]")
     print(f"throughput: {tput['samples_per_s_acked']:,.0f} samples/s acknowledged "
           f"({tput['samples']:,} samples, {tput['acked_s']:.2f} s); "
-          f"{tput['steps_per_s_acked']:,.0f} step messages/s acknowledged; "
+          f"{tput['steps_per_s_acked']:,.0f} step messages of {args.step_keys} keys/s "
+          f"acknowledged (target ≥ 5,000); "
           f"client-side seal rate {offline:,.0f} samples/s")
     b = burst_result
     print(f"burst: {args.burst:,} log_step calls back to back in {b['logged_s']:.2f} s "
