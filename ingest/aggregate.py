@@ -369,8 +369,6 @@ def aggregate_steps(s: StepSamples, ranges: dict[str, EnvRanges],
     reward_hi = np.where(np.isnan(reward_max), DEFAULT_HI, reward_max)
     seen = observed if observed is not None else _observed_here(s)
     _value_family(out, "reward", "reward", s.reward, reward_lo)
-    _normalized_family(out, "reward", "reward",
-                       normalized_column(s, s.reward, "reward", "reward", ranges, seen))
     _ranges_family(out, "reward", s.reward, reward_min, reward_max)
     for m, v in s.metrics.items():
         if s.metric_steps is not None:
@@ -378,9 +376,8 @@ def aggregate_steps(s: StepSamples, ranges: dict[str, EnvRanges],
         m_min = _per_code(s, ranges, _metric_bound(m, "min"), NAN)
         m_max = _per_code(s, ranges, _metric_bound(m, "max"), NAN)
         _value_family(out, "sample", m, v, np.where(np.isnan(m_min), 0.0, m_min))
-        _normalized_family(out, "sample", m, normalized_column(s, v, "sample", m, ranges, seen))
         _ranges_family(out, m, v, m_min, m_max)
-    out.only = None
+    _normalized_families(out, ranges, seen)
     if s.advantage is not None:
         _moments(out, "advantage", "advantage", s.advantage,
                  out.cells.kept & np.isfinite(s.advantage))
@@ -396,14 +393,22 @@ def normalized_steps(s: StepSamples, ranges: dict[str, EnvRanges],
     """The normalized family alone (the columns `aggregate_steps` gives it, with the same
     values): what an observed range's widening changes."""
     out = Out(Cells(s))
-    seen = observed if observed is not None else _observed_here(s)
+    _normalized_families(out, ranges, observed if observed is not None else _observed_here(s))
+    return out.table()
+
+
+def _normalized_families(out: Out, ranges: dict[str, EnvRanges], seen: Observed) -> None:
+    """The normalized family of the reward and of each sample metric (a metric only at the
+    steps that carried it)."""
+    s = out.cells.samples
+    out.only = None
     _normalized_family(out, "reward", "reward",
                        normalized_column(s, s.reward, "reward", "reward", ranges, seen))
     for m, v in s.metrics.items():
         if s.metric_steps is not None:
             out.only = s.metric_steps[m][out.cells.step_of_cell]
         _normalized_family(out, "sample", m, normalized_column(s, v, "sample", m, ranges, seen))
-    return out.table()
+    out.only = None
 
 
 def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges],
