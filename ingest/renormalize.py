@@ -7,9 +7,12 @@ batch early in a run. Re-aggregating every step on each widening would make inge
 a widening only schedules the run (`Run.renormalize_at`: DELAY_SECONDS after a range grew by
 more than 1% of its width, MINOR_DELAY_SECONDS after it merely crept; later widenings join the
 earliest schedule). The server's pipeline marks the scheduled runs' steps dirty when due
-(`apply_due`, from its sweep), and a `barrier` applies its run's schedule at once (`apply_now`),
-so what a barrier makes readable is normalized by the latest range. Steps aggregated meanwhile
-use the newest range already; only older steps lag, by at most the delay plus a sweep.
+(`apply_due`, from its sweep), and a `barrier` applies its run's schedule at once when a range
+grew significantly (`apply_now(run, within=DELAY_SECONDS)`: a schedule due that soon), so what
+a barrier makes readable is normalized by the latest range up to a creep of under 1% of its
+width. Steps aggregated meanwhile use the newest range already; only older steps lag, by at most
+the delay plus a sweep. (A barrier that re-aggregated every earlier step for a creep cost a
+whole pass over the run: 2,000 steps of 512 samples took 1.2 s after their last ack.)
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ def apply_due() -> list[int]:
     return _apply("renormalize_at <= %s", [time.time()])
 
 
-def apply_now(run_id: int) -> bool:
-    """Apply the run's scheduled re-normalization now (a barrier); whether it had one."""
-    return bool(_apply("id = %s", [run_id]))
+def apply_now(run_id: int, within: float | None = None) -> bool:
+    """Apply the run's scheduled re-normalization now; with `within`, only a schedule due in
+    that many seconds (a barrier: a significant widening, not a creep). Whether it applied."""
+    if within is None:
+        return bool(_apply("id = %s", [run_id]))
+    return bool(_apply("id = %s AND renormalize_at <= %s", [run_id, time.time() + within]))

@@ -481,3 +481,32 @@ def test_a_failing_outbox_file_falls_back_to_memory(tmp_path: Path,
     assert stats["spool_errors"] == 1 and c.spool_path is None
     assert [m["step"] for m in server.received] == list(range(5))
     assert any("continuing in memory only" in r.getMessage() for r in caplog.records)
+
+
+def test_a_pump_pass_ends_on_its_time_budget_so_sealed_messages_leave_during_a_flood(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flood of queued calls is sealed a few at a time (each pass at most PUMP_SECONDS), so
+    the connection sends the first messages while the rest are still being sealed."""
+    from trainer_hooks.transport import sealer as sealer_mod
+    from trainer_hooks.transport.batching import SampleBatcher
+    from trainer_hooks.transport.bookkeeping import Bookkeeping
+    from trainer_hooks.transport.options import SenderOptions
+    from trainer_hooks.transport.outbox import Outbox
+    from trainer_hooks.transport.queue import STEP, CallQueue
+    from trainer_hooks.transport.resume import ResumeFilter
+
+    options, calls, outbox = SenderOptions(), CallQueue(10_000), Outbox(None)
+    books = Bookkeeping(logging.getLogger("test"))
+    sealer = sealer_mod.Sealer(
+        options, calls, outbox, SampleBatcher(options.max_batch_samples,
+                                              options.max_batch_bytes),
+        ResumeFilter(outbox, books, run="r", resume=False, keep_steps=options.dedupe_steps),
+        books, run="r", incarnation="i")
+    for step in range(1000):
+        calls.entries.append((STEP, step, {"loss": 1.0}, time.time()))
+    monkeypatch.setattr(sealer_mod, "PUMP_SECONDS", 0.0)  # the budget is spent at once
+    assert sealer.pump_once().written == sealer_mod.PUMP_TAKE
+    assert len(calls) == 1000 - sealer_mod.PUMP_TAKE
+    monkeypatch.setattr(sealer_mod, "PUMP_SECONDS", 60.0)  # ... or never: PUMP_BATCH caps it
+    assert sealer.pump_once().written == min(sealer_mod.PUMP_BATCH, 1000 - sealer_mod.PUMP_TAKE)
+    assert outbox.rows == 1000

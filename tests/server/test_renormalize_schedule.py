@@ -80,3 +80,20 @@ async def test_a_range_that_merely_creeps_waits_longer(trainer: Trainer) -> None
     _, sooner = await database_sync_to_async(state)()
     assert sooner is not None and sooner < before + renormalize.MINOR_DELAY_SECONDS
     assert sooner <= time.time() + renormalize.DELAY_SECONDS
+
+
+async def test_a_barrier_leaves_a_creep_to_its_schedule_but_applies_a_significant_widening(
+        trainer: Trainer) -> None:
+    await send(trainer, samples_msg(0, [0.0, 1.0], mid="a", env="e"))
+    await send(trainer, samples_msg(1, [1.001], mid="b", env="e"))  # creeps 0.1%
+    run_id, due = await database_sync_to_async(state)()
+    assert due is not None
+    barrier = {"v": 1, "id": "bar1", "type": "barrier", "run": "r"}
+    assert await trainer.send(barrier) == {"type": "ack", "id": "bar1"}
+    # the creep's re-normalization keeps its schedule: step 0 still by the range 0–1
+    assert (await database_sync_to_async(state)())[1] == due
+    assert await database_sync_to_async(norm_mean)(run_id, 0) == 0.5
+    await send(trainer, samples_msg(2, [2.0], mid="c", env="e"))  # grows ~100%
+    assert await trainer.send({**barrier, "id": "bar2"}) == {"type": "ack", "id": "bar2"}
+    assert (await database_sync_to_async(state)())[1] is None
+    assert await database_sync_to_async(norm_mean)(run_id, 0) == pytest.approx(0.25)  # 0–2
