@@ -418,10 +418,10 @@ def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges],
 
 
 def _observed_here(s: StepSamples) -> Observed:
-    kept = s.discard == KEPT
-    names = np.array([*s.env_names, ""], dtype=object)[s.env]
-    return observed_in(names, kept, [("reward", "reward", s.reward),
-                                     *(("sample", m, v) for m, v in s.metrics.items())])
+    codes = np.where(s.env < 0, len(s.env_names), s.env)  # -1: no environment, ''
+    return observed_in([*s.env_names, ""], codes, s.discard == KEPT,
+                       [("reward", "reward", s.reward),
+                        *(("sample", m, v) for m, v in s.metrics.items())])
 
 
 def aggregate_blobs(blobs_by_step: list[list[bytes]], ranges: dict[str, EnvRanges],

@@ -25,12 +25,13 @@ from trainer_hooks.wire.protocol import STRING_COLUMNS, Samples
 
 
 def _dictionaries(s: Samples) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each string column of the message as (sorted unique values, codes), computed once."""
+    """Each string column of the message as (sorted unique values, codes), computed once (the
+    validator's when it dictionary-encoded the column: `Samples.dictionaries`)."""
     out = {}
     for name in STRING_COLUMNS:
         col = getattr(s, name)
         if col is not None and col.dtype.kind != "i":
-            out[name] = np.unique(col, return_inverse=True)
+            out[name] = s.dictionaries.get(name) or np.unique(col, return_inverse=True)
     return out
 
 

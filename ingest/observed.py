@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from django.db import connection
 
 from ingest.normalize import Observed, bound, observed_in
@@ -37,7 +38,8 @@ def merge_observed(run_id: int, msg: p.Samples,
     kept = msg.discard_reason == ""
     columns = [("reward", "reward", msg.reward),
                *(("sample", m, v) for m, v in msg.metrics.items())]
-    seen = observed_in(msg.env, kept, columns)
+    names, codes = msg.dictionaries.get("env") or np.unique(msg.env, return_inverse=True)
+    seen = observed_in(names.tolist(), codes, kept, columns)
     if not seen:
         return None
     known = observed_ranges(run_id)

@@ -92,6 +92,7 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
         raise ProtocolError(
             "too_many", "reward", f"{n} samples; the limit is {MAX_SAMPLES_PER_MESSAGE}"
         )
+    dictionaries: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     step_value = require(obj, "step")
     if isinstance(step_value, list) or is_array(step_value):
         step = _int_column(step_value, "step", n)
@@ -102,9 +103,10 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
                 f"most {MAX_STEPS_PER_MESSAGE} (split it into several messages)")
     else:
         step = np.full(n, step_number(step_value, "step"), dtype=np.int64)
-    discard = _str_column(obj, "discard_reason", n, allow_scalar=True)
+    discard = _str_column(obj, "discard_reason", n, allow_scalar=True, into=dictionaries)
     if discard is None:
         discard = np.full(n, "", dtype="<U1")
+        dictionaries["discard_reason"] = (discard[:1].copy(), np.zeros(n, dtype=np.int64))
     else:
         bad = ~np.isin(discard, ("",) + DISCARD_REASONS)
         if bad.any():
@@ -113,7 +115,10 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
                 f"unknown discard reason {str(discard[bad][0])!r}; expected null or one of "
                 f"{DISCARD_REASONS}",
             )
-    env = _str_column(obj, "env", n, allow_scalar=True)
+    env = _str_column(obj, "env", n, allow_scalar=True, into=dictionaries)
+    if env is None:
+        env = np.full(n, "", dtype="<U1")
+        dictionaries["env"] = (env[:1].copy(), np.zeros(n, dtype=np.int64))
     prompt, completion, text_bytes = _text_columns(obj, n)
     return Samples(
         mid, mtype, run, n,
@@ -121,11 +126,11 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
         sample_id=_id_column(obj, "sample_id", n),
         group_id=_id_column(obj, "group_id", n),
         reward=_float_column(reward_list, "reward", n),
-        env=np.full(n, "", dtype="<U1") if env is None else env,
+        env=env,
         advantage=_opt_float_column(obj, "advantage", n),
         prompt_tokens=_opt_float_column(obj, "prompt_tokens", n),
         completion_tokens=_opt_float_column(obj, "completion_tokens", n),
-        stop_reason=_str_column(obj, "stop_reason", n, allow_scalar=False),
+        stop_reason=_str_column(obj, "stop_reason", n, allow_scalar=False, into=dictionaries),
         off_policy_steps=_opt_float_column(obj, "off_policy_steps", n),
         discard_reason=discard,
         time=_opt_float_column(obj, "time", n),
@@ -133,6 +138,7 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
         prompt=prompt,
         completion=completion,
         text_bytes=text_bytes,
+        dictionaries=dictionaries,
     )
 
 
@@ -206,16 +212,30 @@ def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
     return arr
 
 
-def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool) -> np.ndarray | None:
+def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
+                into: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+                ) -> np.ndarray | None:
+    """A string column (a list, or with `allow_scalar` one string for every sample) as a numpy
+    unicode array, '' for null. A column of few distinct values is checked value by value and
+    its dictionary (sorted distinct values, codes) recorded `into` (Samples.dictionaries)."""
     values = obj.get(name)
     if values is None:
         return None
     if allow_scalar and isinstance(values, str):
-        return _checked_strings(np.full(n, values), name)
+        one = _checked_strings(np.array([values]), name)
+        if into is not None:
+            into[name] = (one, np.zeros(n, dtype=np.int64))
+        return np.full(n, values)
     values = _check_list(values, name, n)
     kinds = set(map(type, values))
     if not kinds <= {str, type(None)}:
         raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
+    if into is not None and kinds == {str} and n >= FEW_MIN_SAMPLES:
+        coded = _few_strings(values, name)
+        if coded is not None:
+            into[name] = coded
+            coded_column: np.ndarray = coded[0][coded[1]]
+            return coded_column
     if type(None) in kinds:
         objects = np.array(values, dtype=object)
         objects[np.equal(objects, _NONE)] = ""
@@ -223,6 +243,26 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool) -
     else:
         arr = np.array(values, dtype=str)
     return _checked_strings(arr, name)
+
+
+FEW_MIN_SAMPLES = 64  # a string column this long with at most 1/FEW_SHARE distinct values
+FEW_SHARE = 8  # ... is dictionary-encoded by `_few_strings`
+
+
+def _few_strings(values: list[str], name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(sorted distinct values, each value's index) of a list of strings with few distinct
+    values, each checked once (not every sample's copy); None when there are many, or when
+    numpy would merge two of them (it drops trailing NULs)."""
+    distinct = dict.fromkeys(values)  # hashing in C: far cheaper than numpy sorting strings
+    if len(distinct) * FEW_SHARE > len(values):
+        return None
+    ordered = sorted(distinct)  # code-point order, as numpy sorts
+    uniques = _checked_strings(np.array(ordered, dtype=str), name)
+    if len(set(uniques.tolist())) != len(ordered):
+        return None
+    position = dict(zip(ordered, range(len(ordered)), strict=True))
+    codes = np.fromiter(map(position.__getitem__, values), dtype=np.int64, count=len(values))
+    return uniques, codes
 
 
 def _checked_strings(arr: np.ndarray, name: str) -> np.ndarray:

@@ -173,6 +173,10 @@ class Samples(Message):
     prompt: list[str | None] | None = None
     completion: list[str | None] | None = None
     text_bytes: int = 0  # UTF-8 bytes of every prompt and completion string
+    # String columns of few distinct values, as the validator saw them: {column: (its sorted
+    # distinct values, each sample's index into them)} — what np.unique(column,
+    # return_inverse=True) gives, without sorting the column's strings again.
+    dictionaries: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
     def has_text(self) -> bool:

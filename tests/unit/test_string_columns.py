@@ -1,0 +1,89 @@
+"""String columns of few distinct values (env, discard_reason, stop_reason) are validated once per
+distinct value and carry their dictionary (`Samples.dictionaries`): it must be exactly what
+np.unique gives and the column exactly what the plain path gives; and `observed_in`'s segment
+reductions must equal a per-environment oracle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingest.normalize import observed_in
+from trainer_hooks.wire import columns as wc
+from trainer_hooks.wire import protocol as p
+
+ENVS = ["math", "code", "countdown", "é-unicode", "", "a b"]
+
+
+def samples(env: Any, n: int, **over: Any) -> dict[str, Any]:
+    msg = {"v": 1, "id": "m", "type": "samples", "run": "r", "step": 1,
+           "sample_id": list(range(n)), "group_id": [i // 4 for i in range(n)],
+           "reward": [float(i % 5) for i in range(n)], "env": env}
+    msg.update(over)
+    return msg
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(ENVS), min_size=1, max_size=300))
+def test_a_coded_column_is_the_plain_column_and_its_dictionary_is_np_unique(
+        envs: list[str]) -> None:
+    got = p.validate_message(samples(envs, len(envs)))
+    assert isinstance(got, p.Samples)
+    plain = np.array(envs, dtype=str)
+    assert got.env.dtype == plain.dtype and np.array_equal(got.env, plain)
+    want_u, want_codes = np.unique(plain, return_inverse=True)
+    if "env" in got.dictionaries:  # few distinct values: coded by the validator
+        uniques, codes = got.dictionaries["env"]
+        assert uniques.tolist() == want_u.tolist() and np.array_equal(codes, want_codes)
+    else:
+        assert len(envs) < wc.FEW_MIN_SAMPLES or len(set(envs)) * wc.FEW_SHARE > len(envs)
+
+
+def test_a_long_column_of_two_values_is_coded_and_a_scalar_too() -> None:
+    envs = ["math", "code"] * 100
+    got = p.validate_message(samples(envs, 200))
+    assert isinstance(got, p.Samples)
+    assert got.dictionaries["env"][0].tolist() == ["code", "math"]
+    one = p.validate_message(samples("math", 200))
+    assert isinstance(one, p.Samples)
+    assert one.dictionaries["env"][0].tolist() == ["math"] and not one.dictionaries["env"][1].any()
+
+
+def test_a_control_character_in_a_coded_column_is_refused_naming_it() -> None:
+    envs = ["math"] * 199 + ["ma\nth"]
+    with pytest.raises(p.ProtocolError) as err:
+        p.validate_message(samples(envs, 200))
+    assert err.value.field == "env" and "control" in err.value.message
+
+
+def test_values_numpy_would_merge_fall_back_to_the_plain_path() -> None:
+    # numpy drops a trailing NUL, so "a\x00" and "a" would become one value: not coded.
+    envs = ["a"] * 100 + ["a\x00"] * 100
+    got = p.validate_message(samples(envs, 200))
+    assert isinstance(got, p.Samples)
+    assert "env" not in got.dictionaries and np.array_equal(got.env, np.array(envs, dtype=str))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans(),
+                          st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                                    st.just(float("nan")))),
+                min_size=1, max_size=60))
+def test_observed_in_equals_a_per_environment_oracle(rows: list[tuple[int, bool, float]]
+                                                      ) -> None:
+    names = ["e0", "e1", "", "e3"]
+    codes = np.array([r[0] for r in rows])
+    kept = np.array([r[1] for r in rows])
+    values = np.array([r[2] for r in rows])
+    got = observed_in(names, codes, kept, [("reward", "reward", values)])
+    want = {}
+    for k, name in enumerate(names):
+        finite = [v for c, keep, v in rows if c == k and keep and np.isfinite(v)]
+        if finite:
+            want[(name, "reward", "reward")] = (min(finite), max(finite))
+    assert got == want
+    assert np.array_equal(values, np.array([r[2] for r in rows]), equal_nan=True)  # untouched
