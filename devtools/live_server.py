@@ -139,6 +139,7 @@ class LiveServer:
                 return self
             except OSError:
                 time.sleep(0.1)
+        self.kill()  # (left running, it would outlive the caller that gave up on it)
         raise RuntimeError(f"server did not start in {timeout}s: {self.log.read_text()[-2000:]}")
 
     def kill(self) -> None:
