@@ -102,12 +102,15 @@ async def test_fast_commits_are_coalesced_into_few_deltas(trainer: Trainer, page
     await page.recv_delta()
     for step in range(1, 31):
         await trainer.send(step_msg(step, {"loss": float(step)}))
-    deltas, last = 0, seq
+    deltas, last, got = 0, seq, {}
     while last < seq + 30:
         delta = await page.recv_delta()
         assert delta["from_seq"] == last
         last, deltas = delta["seq"], deltas + 1
+        pts = delta["points"].get(series_id("step", "loss"), {"step": [], "value": []})
+        got.update(zip(pts["step"], pts["value"], strict=True))
     assert deltas < 30
+    assert got == {step: float(step) for step in range(1, 31)}  # merged deltas lose nothing
 
 
 async def test_unknown_requests_get_an_error(page: Page) -> None:
