@@ -110,6 +110,11 @@ class ObservedRange(models.Model):
     key = models.CharField(max_length=200)
     lo = models.FloatField()
     hi = models.FloatField()
+    # The range when the run's steps were last normalized by it everywhere (first seen, or the
+    # last re-normalization): a widening is significant by its growth since then, so creeps
+    # that add up count (ingest.observed). Null (rows from before 0012): the previous range.
+    base_lo = models.FloatField(null=True)
+    base_hi = models.FloatField(null=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "env", "kind", "key"],

@@ -42,26 +42,31 @@ def merge_observed(run_id: int, msg: p.Samples,
     seen = observed_in(names.tolist(), codes, kept, columns)
     if not seen:
         return None
-    known = observed_ranges(run_id)
+    with connection.cursor() as cur:
+        cur.execute("SELECT env, kind, key, lo, hi, base_lo, base_hi FROM ingest_observedrange"
+                    " WHERE run_id = %s", [run_id])
+        known = {(env, kind, key): rest for env, kind, key, *rest in cur.fetchall()}
     new, widened, change = [], [], None
     ranges: dict[str, EnvRanges] | None = None
     for (env, kind, key), (lo, hi) in seen.items():
         old = known.get((env, kind, key))
         if old is None:
-            new.append((run_id, env, kind, key, lo, hi))
+            new.append((run_id, env, kind, key, lo, hi, lo, hi))
         elif lo < old[0] or hi > old[1]:
             wide = (min(lo, old[0]), max(hi, old[1]))
             widened.append((*wide, run_id, env, kind, key))
             ranges = declared() if ranges is None else ranges
             decl = bound(ranges.get(env, EnvRanges()) if env else EnvRanges(), None, kind, key)
             if decl.source != "declared":
-                width = old[1] - old[0]
+                # growth since the steps were last normalized by it, not since the last message
+                base_lo, base_hi = (old[0], old[1]) if old[2] is None else (old[2], old[3])
+                width = base_hi - base_lo
                 grew = (wide[1] - wide[0] - width) > SIGNIFICANT * width
                 change = "major" if grew or change == "major" else "minor"
     with connection.cursor() as cur:
         if new:
-            cur.executemany("INSERT INTO ingest_observedrange (run_id, env, kind, key, lo, hi)"
-                            " VALUES (%s, %s, %s, %s, %s, %s)", new)
+            cur.executemany("INSERT INTO ingest_observedrange (run_id, env, kind, key, lo, hi,"
+                            " base_lo, base_hi) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", new)
         if widened:
             cur.executemany("UPDATE ingest_observedrange SET lo = %s, hi = %s WHERE run_id = %s"
                             " AND env = %s AND kind = %s AND key = %s", widened)

@@ -5,14 +5,15 @@ A reward or sample metric without declared bounds is normalized by its observed 
 (ingest.normalize), which widens as new extremes arrive: with continuous values almost every
 batch early in a run. Re-aggregating every step on each widening would make ingest quadratic, so
 a widening only schedules the run (`Run.renormalize_at`: DELAY_SECONDS after a range grew by
-more than 1% of its width, MINOR_DELAY_SECONDS after it merely crept; later widenings join the
-earliest schedule). The server's pipeline marks the scheduled runs' steps dirty when due
-(`apply_due`, from its sweep), and a `barrier` applies its run's schedule at once when a range
-grew significantly (`apply_now(run, within=DELAY_SECONDS)`: a schedule due that soon), so what
-a barrier makes readable is normalized by the latest range up to a creep of under 1% of its
-width. Steps aggregated meanwhile use the newest range already; only older steps lag, by at most
-the delay plus a sweep. (A barrier that re-aggregated every earlier step for a creep cost a
-whole pass over the run: 2,000 steps of 512 samples took 1.2 s after their last ack.)
+more than 1% of its width since the steps were last normalized by it — creeps add up, see
+ingest.observed — MINOR_DELAY_SECONDS after it merely crept; later widenings join the earliest
+schedule). The server's pipeline marks the scheduled runs' steps dirty when due (`apply_due`,
+from its sweep), and a `barrier` applies its run's schedule at once when it is a significant
+widening's (`apply_now(run, within=DELAY_SECONDS)`: a schedule due that soon), so what a
+barrier makes readable is normalized by the latest range up to a creep of under 1% of its
+width. Steps aggregated meanwhile use the newest range already; only older steps lag, by at
+most the delay plus a sweep. (A barrier that re-aggregated every earlier step for a creep cost
+a whole pass over the run: 2,000 steps of 512 samples took 1.2 s after their last ack.)
 """
 
 from __future__ import annotations
@@ -31,15 +32,21 @@ def mark_all_dirty(run_id: int) -> None:
     with connection.cursor() as cur:
         cur.execute("UPDATE ingest_stepstate SET dirty = %s, norm_only = %s,"
                     " version = version + 1 WHERE run_id = %s", [True, False, run_id])
+        cur.execute("UPDATE ingest_observedrange SET base_lo = lo, base_hi = hi"
+                    " WHERE run_id = %s", [run_id])
 
 
 def mark_all_renormalize(run_id: int) -> None:
     """Every step of the run is to have its normalized family recomputed (an observed range
-    widened: only that family depends on it); a step already dirty stays as dirty as it was."""
+    widened: only that family depends on it); a step already dirty stays as dirty as it was.
+    The run's observed ranges as they are now become the base later widenings are measured
+    from (ingest.observed)."""
     with connection.cursor() as cur:
         cur.execute("UPDATE ingest_stepstate SET norm_only = CASE WHEN dirty THEN norm_only"
                     " ELSE %s END, dirty = %s, version = version + 1 WHERE run_id = %s",
                     [True, True, run_id])
+        cur.execute("UPDATE ingest_observedrange SET base_lo = lo, base_hi = hi"
+                    " WHERE run_id = %s", [run_id])
 
 
 def schedule(run_id: int, change: str) -> None:

@@ -182,22 +182,22 @@ class LiveConsumer(AsyncWebsocketConsumer):
             # message): read the gap from the database instead.
             await self._replay(run_id, last)
             return
-        self.last_seq[run_id] = seqs[-1]
         head = f'{{"type":"delta","run":{run_id},"from_seq":{last},"seq":{seqs[-1]},'
         if len(events) == 1:  # its JSON as published, unparsed: {"points": …, "series": …}
-            await self.send(text_data=head + events[0]["payload"][1:].decode())
-            return
-        points: dict[str, dict[str, list[Any]]] = {}
-        series: list[dict[str, Any]] = []
-        for e in events:
-            got = orjson.loads(e["payload"])
-            series.extend(got["series"])
-            for sid, pt in got["points"].items():
-                into = points.setdefault(sid, {"step": [], "time": [], "value": []})
-                for col in ("step", "time", "value"):
-                    into[col].extend(pt[col])
-        await self.send(text_data=head + orjson.dumps(
-            {"points": points, "series": series})[1:].decode())
+            text = head + events[0]["payload"][1:].decode()
+        else:
+            points: dict[str, dict[str, list[Any]]] = {}
+            series: list[dict[str, Any]] = []
+            for e in events:
+                got = orjson.loads(e["payload"])
+                series.extend(got["series"])
+                for sid, pt in got["points"].items():
+                    into = points.setdefault(sid, {"step": [], "time": [], "value": []})
+                    for col in ("step", "time", "value"):
+                        into[col].extend(pt[col])
+            text = head + orjson.dumps({"points": points, "series": series})[1:].decode()
+        self.last_seq[run_id] = seqs[-1]  # (only once the delta is built: a failure replays)
+        await self.send(text_data=text)
 
     async def _send(self, msg: dict[str, Any]) -> None:
         # NaN (a withdrawn point) becomes null; numpy arrays from replays serialize directly.

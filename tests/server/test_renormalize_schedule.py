@@ -97,3 +97,24 @@ async def test_a_barrier_leaves_a_creep_to_its_schedule_but_applies_a_significan
     assert await trainer.send({**barrier, "id": "bar2"}) == {"type": "ack", "id": "bar2"}
     assert (await database_sync_to_async(state)())[1] is None
     assert await database_sync_to_async(norm_mean)(run_id, 0) == pytest.approx(0.25)  # 0–2
+
+
+async def test_creeps_that_add_up_to_a_significant_widening_are_applied_by_a_barrier(
+        trainer: Trainer) -> None:
+    await send(trainer, samples_msg(0, [0.0, 1.0], mid="a", env="e"))
+    run_id, _ = await database_sync_to_async(state)()
+    hi = 1.0
+    for k in range(1, 5):  # each grows the range 0.5% (a creep), together ~2%
+        hi *= 1.005
+        await send(trainer, samples_msg(k, [hi], mid=f"c{k}", env="e"))
+    _, due = await database_sync_to_async(state)()
+    assert due is not None and due <= time.time() + renormalize.DELAY_SECONDS
+    reply = await trainer.send({"v": 1, "id": "bar", "type": "barrier", "run": "r"})
+    assert reply == {"type": "ack", "id": "bar"}
+    assert (await database_sync_to_async(state)())[1] is None
+    assert await database_sync_to_async(norm_mean)(run_id, 0) == pytest.approx((1 / hi) / 2)
+    # the base moved with the re-normalization: one more creep is a creep again
+    before = time.time()
+    await send(trainer, samples_msg(5, [hi * 1.005], mid="c5", env="e"))
+    _, due = await database_sync_to_async(state)()
+    assert due is not None and before + renormalize.MINOR_DELAY_SECONDS <= due

@@ -27,18 +27,44 @@ def samples(env: Any, n: int, **over: Any) -> dict[str, Any]:
     return msg
 
 
+def check_coded(got: p.Samples, name: str, values: list[str]) -> None:
+    """The column equals the plain path's, and its dictionary is np.unique's."""
+    plain = np.array(values, dtype=str)
+    column = getattr(got, name)
+    assert column.dtype == plain.dtype and np.array_equal(column, plain)
+    uniques, codes = got.dictionaries[name]
+    want_u, want_codes = np.unique(plain, return_inverse=True)
+    assert uniques.dtype == want_u.dtype and uniques.tolist() == want_u.tolist()
+    assert np.array_equal(codes, want_codes)
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(ENVS), min_size=1, max_size=300))
-def test_a_coded_column_is_the_plain_column_and_its_dictionary_is_np_unique(
+@given(st.lists(st.sampled_from(ENVS), min_size=wc.FEW_MIN_SAMPLES, max_size=300),
+       st.lists(st.sampled_from(["", "max_async", "zero_advantage"]), min_size=300,
+                max_size=300),
+       st.lists(st.sampled_from(["length", "stop", "ünïcode", ""]), min_size=300, max_size=300))
+def test_coded_columns_are_the_plain_columns_and_their_dictionaries_are_np_unique(
+        envs: list[str], reasons: list[str], stops: list[str]) -> None:
+    n = len(envs)  # ≥ 64 samples of at most 6 values: always coded
+    got = p.validate_message(samples(envs, n, discard_reason=reasons[:n],
+                                     stop_reason=stops[:n]))
+    assert isinstance(got, p.Samples)
+    check_coded(got, "env", envs)
+    check_coded(got, "discard_reason", reasons[:n])
+    check_coded(got, "stop_reason", stops[:n])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(max_size=4), min_size=1, max_size=200))
+def test_any_string_column_is_the_plain_column_and_a_dictionary_if_any_is_np_unique(
         envs: list[str]) -> None:
+    envs = [e for e in envs if e.isprintable()] or ["x"]
     got = p.validate_message(samples(envs, len(envs)))
     assert isinstance(got, p.Samples)
     plain = np.array(envs, dtype=str)
     assert got.env.dtype == plain.dtype and np.array_equal(got.env, plain)
-    want_u, want_codes = np.unique(plain, return_inverse=True)
-    if "env" in got.dictionaries:  # few distinct values: coded by the validator
-        uniques, codes = got.dictionaries["env"]
-        assert uniques.tolist() == want_u.tolist() and np.array_equal(codes, want_codes)
+    if "env" in got.dictionaries:
+        check_coded(got, "env", envs)
     else:
         assert len(envs) < wc.FEW_MIN_SAMPLES or len(set(envs)) * wc.FEW_SHARE > len(envs)
 

@@ -114,7 +114,11 @@ class SenderEngine:
                 kick.clear()
                 pumped = sealer.pump_once()
                 if len(self.calls):
-                    kick.set()  # more waiting: pump again at once
+                    kick.set()  # more waiting: pump again at once ...
+                    # ... after the connection's turn: a set event's wait() does not suspend
+                    # (from Python 3.12, wait_for does not either), and the pass's messages
+                    # must leave while the rest is sealed
+                    await asyncio.sleep(0)
                 if pumped.written:
                     new_messages.set()
                 for waiter in pumped.syncs:
