@@ -51,7 +51,8 @@ cleanup() {
             "$DOCKER" rmi -f node:20-slim python:3.11-slim telescope-standin/bookworm:base \
                 >/dev/null 2>&1 || true
         fi
-        "$DOCKER" builder prune -af >/dev/null 2>&1 || true
+        # (the build cache of a daemon this script did not start is not its to wipe)
+        [ "$STARTED_DOCKERD" = 1 ] && { "$DOCKER" builder prune -af >/dev/null 2>&1 || true; }
         if [ "$STARTED_DOCKERD" = 1 ] && [ -f "$WORK/dockerd.pid" ]; then
             kill "$(cat "$WORK/dockerd.pid")" 2>/dev/null || true
             for _ in $(seq 30); do [ -f "$WORK/dockerd.pid" ] || break; sleep 1; done
