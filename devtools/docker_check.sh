@@ -207,8 +207,11 @@ user=$("$DOCKER" image inspect "$IMAGE" --format '{{.Config.User}}')
     for tool in node npm gcc cc; do
         if command -v "$tool" >/dev/null; then echo "build tool in the final image: $tool"; exit 1; fi
     done
+    # (/wheels may remain as the empty mount point of the install step: only content counts)
     for dir in /src /wheels; do
-        if [ -e "$dir" ]; then echo "build leftover in the final image: $dir"; exit 1; fi
+        if [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
+            echo "build leftover in the final image: $dir"; exit 1
+        fi
     done
     found=$(find / -xdev -type d -name node_modules 2>/dev/null | head -3)
     if [ -n "$found" ]; then echo "node_modules in the final image: $found"; exit 1; fi
