@@ -24,14 +24,23 @@ from trainer_hooks.wire.protocol import STRING_COLUMNS, Samples
 # integers, which the wire allows, as int64).
 
 
+def dictionary(s: Samples, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A string column of the message as (sorted unique values, codes): the validator's when
+    it dictionary-encoded the column, else computed once and kept in `Samples.dictionaries`
+    (np.unique sorts strings: not twice per message)."""
+    got = s.dictionaries.get(name)
+    if got is None:
+        got = s.dictionaries[name] = np.unique(getattr(s, name), return_inverse=True)
+    return got
+
+
 def _dictionaries(s: Samples) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each string column of the message as (sorted unique values, codes), computed once (the
-    validator's when it dictionary-encoded the column: `Samples.dictionaries`)."""
+    """Each string column of the message as (sorted unique values, codes)."""
     out = {}
     for name in STRING_COLUMNS:
         col = getattr(s, name)
         if col is not None and col.dtype.kind != "i":
-            out[name] = s.dictionaries.get(name) or np.unique(col, return_inverse=True)
+            out[name] = dictionary(s, name)
     return out
 
 

@@ -11,19 +11,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 from django.db import connection
 
+from ingest.columns import dictionary
 from ingest.normalize import Observed, bound, observed_in
 from ingest.ranges import EnvRanges
 from trainer_hooks.wire import protocol as p
 
 
 def observed_ranges(run_id: int) -> Observed:
+    return {k: (lo, hi) for k, (lo, hi, _, _) in _with_bases(run_id).items()}
+
+
+def _with_bases(run_id: int) -> dict[tuple[str, str, str], tuple[float, float, float, float]]:
+    """The run's observed ranges with their bases (lo, hi, base lo, base hi); a row from before
+    migration 0012 has none: its range stands in."""
     with connection.cursor() as cur:
-        cur.execute("SELECT env, kind, key, lo, hi FROM ingest_observedrange WHERE run_id = %s",
-                    [run_id])
-        return {(env, kind, key): (lo, hi) for env, kind, key, lo, hi in cur.fetchall()}
+        cur.execute("SELECT env, kind, key, lo, hi, base_lo, base_hi FROM ingest_observedrange"
+                    " WHERE run_id = %s", [run_id])
+        return {(env, kind, key): (lo, hi, lo if b_lo is None else b_lo,
+                                   hi if b_hi is None else b_hi)
+                for env, kind, key, lo, hi, b_lo, b_hi in cur.fetchall()}
 
 
 SIGNIFICANT = 0.01  # a range in use grew by more than this share of its width
@@ -38,14 +46,11 @@ def merge_observed(run_id: int, msg: p.Samples,
     kept = msg.discard_reason == ""
     columns = [("reward", "reward", msg.reward),
                *(("sample", m, v) for m, v in msg.metrics.items())]
-    names, codes = msg.dictionaries.get("env") or np.unique(msg.env, return_inverse=True)
+    names, codes = dictionary(msg, "env")
     seen = observed_in(names.tolist(), codes, kept, columns)
     if not seen:
         return None
-    with connection.cursor() as cur:
-        cur.execute("SELECT env, kind, key, lo, hi, base_lo, base_hi FROM ingest_observedrange"
-                    " WHERE run_id = %s", [run_id])
-        known = {(env, kind, key): rest for env, kind, key, *rest in cur.fetchall()}
+    known = _with_bases(run_id)
     new, widened, change = [], [], None
     ranges: dict[str, EnvRanges] | None = None
     for (env, kind, key), (lo, hi) in seen.items():
@@ -59,8 +64,7 @@ def merge_observed(run_id: int, msg: p.Samples,
             decl = bound(ranges.get(env, EnvRanges()) if env else EnvRanges(), None, kind, key)
             if decl.source != "declared":
                 # growth since the steps were last normalized by it, not since the last message
-                base_lo, base_hi = (old[0], old[1]) if old[2] is None else (old[2], old[3])
-                width = base_hi - base_lo
+                width = old[3] - old[2]
                 grew = (wide[1] - wide[0] - width) > SIGNIFICANT * width
                 change = "major" if grew or change == "major" else "minor"
     with connection.cursor() as cur:

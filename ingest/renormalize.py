@@ -32,19 +32,23 @@ def mark_all_dirty(run_id: int) -> None:
     with connection.cursor() as cur:
         cur.execute("UPDATE ingest_stepstate SET dirty = %s, norm_only = %s,"
                     " version = version + 1 WHERE run_id = %s", [True, False, run_id])
-        cur.execute("UPDATE ingest_observedrange SET base_lo = lo, base_hi = hi"
-                    " WHERE run_id = %s", [run_id])
+    _rebase(run_id)
 
 
 def mark_all_renormalize(run_id: int) -> None:
     """Every step of the run is to have its normalized family recomputed (an observed range
-    widened: only that family depends on it); a step already dirty stays as dirty as it was.
-    The run's observed ranges as they are now become the base later widenings are measured
-    from (ingest.observed)."""
+    widened: only that family depends on it); a step already dirty stays as dirty as it was."""
     with connection.cursor() as cur:
         cur.execute("UPDATE ingest_stepstate SET norm_only = CASE WHEN dirty THEN norm_only"
                     " ELSE %s END, dirty = %s, version = version + 1 WHERE run_id = %s",
                     [True, True, run_id])
+    _rebase(run_id)
+
+
+def _rebase(run_id: int) -> None:
+    """Every step is to be normalized by the run's observed ranges as they are now: later
+    widenings are measured from them (ingest.observed)."""
+    with connection.cursor() as cur:
         cur.execute("UPDATE ingest_observedrange SET base_lo = lo, base_hi = hi"
                     " WHERE run_id = %s", [run_id])
 

@@ -105,8 +105,7 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
         step = np.full(n, step_number(step_value, "step"), dtype=np.int64)
     discard = _str_column(obj, "discard_reason", n, allow_scalar=True, into=dictionaries)
     if discard is None:
-        discard = np.full(n, "", dtype="<U1")
-        dictionaries["discard_reason"] = (discard[:1].copy(), np.zeros(n, dtype=np.int64))
+        discard = _blank(n, "discard_reason", dictionaries)
     else:
         bad = ~np.isin(discard, ("",) + DISCARD_REASONS)
         if bad.any():
@@ -117,8 +116,7 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
             )
     env = _str_column(obj, "env", n, allow_scalar=True, into=dictionaries)
     if env is None:
-        env = np.full(n, "", dtype="<U1")
-        dictionaries["env"] = (env[:1].copy(), np.zeros(n, dtype=np.int64))
+        env = _blank(n, "env", dictionaries)
     prompt, completion, text_bytes = _text_columns(obj, n)
     return Samples(
         mid, mtype, run, n,
@@ -243,6 +241,12 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
     else:
         arr = np.array(values, dtype=str)
     return _checked_strings(arr, name)
+
+
+def _blank(n: int, name: str, into: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """An absent string column that has a value per sample: '' for all, and its dictionary."""
+    into[name] = (np.array([""]), np.zeros(n, dtype=np.int64))
+    return np.full(n, "", dtype="<U1")
 
 
 FEW_MIN_SAMPLES = 64  # a string column this long with at most 1/FEW_SHARE distinct values
