@@ -196,3 +196,17 @@ def test_a_refused_message_splits_into_valid_halves_that_add_up() -> None:
     assert halves is not None and [h["metrics"] for h in halves] == [{"a": 1}, {"b": 2, "c": 3}]
     assert p.split({**step, "metrics": {"a": 1}}) is None
     assert p.split({"type": "run.start", "id": "z"}) is None
+
+
+def test_deleting_an_acknowledged_message_does_not_rewrite_its_body(tmp_path: Path) -> None:
+    """Debian's SQLite zeroes freed pages by default (secure_delete): every acknowledged
+    message would be written to the log a second time, as zeros. The outbox turns that off."""
+    spool = Outbox(tmp_path / "a.sqlite")
+    try:
+        spool.append([Outgoing("big", "samples", 1, "msgpack", os.urandom(1 << 20))])
+        spool._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        spool.delete(["big"])
+        log = (tmp_path / "a.sqlite-wal").stat().st_size
+        assert log < 64 << 10, log  # the b-tree and freelist pages, not the megabyte
+    finally:
+        spool.close()
