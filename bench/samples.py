@@ -37,6 +37,7 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from devtools.live_server import LiveServer, ServerState  # noqa: E402
+from trainer_hooks.wire import protocol as p  # noqa: E402
 
 N, GROUP, PROMPT_BYTES, COMPLETION_BYTES = 512, 8, 512, 1536
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -57,7 +58,14 @@ def corpus(rng: np.random.Generator, size: int = 1 << 21) -> str:
                                                              strict=True))
 
 
-def frames(steps: int, run: str, text: bool, seed: int = 0) -> list[bytes]:
+# How a message carries its text: none; lists of strings (what any client may send: JSON,
+# plain msgpack); packed (`trainer_hooks.wire.texts`: what trainer_hooks sends, compressed by
+# the sender).
+FORMS = ("none", "lists", "packed")
+
+
+def frames(steps: int, run: str, form: str, seed: int = 0) -> list[bytes]:
+    text = form != "none"
     rng = np.random.default_rng(seed)
     pool = corpus(rng) if text else ""
     out = []
@@ -77,7 +85,7 @@ def frames(steps: int, run: str, text: bool, seed: int = 0) -> list[bytes]:
             prompt = [pool[a:a + PROMPT_BYTES] for a in starts[0][::GROUP] for _ in range(GROUP)]
             msg["prompt"] = prompt
             msg["completion"] = [pool[a:a + COMPLETION_BYTES] for a in starts[1]]
-        out.append(msgpack.packb(msg))
+        out.append(p.encode_msgpack(msg) if form == "packed" else msgpack.packb(msg))
     return out
 
 
@@ -113,11 +121,11 @@ def run_id(server: LiveServer, name: str) -> int:
 
 def client_encoding(steps: int) -> None:
     """The client's part that the streams below leave out (their frames are encoded up front):
-    encoding a message with the wire's own encoder (trainer_hooks.wire), ms per message."""
-    from trainer_hooks.wire import protocol as p
-
+    encoding a message with the wire's own encoder (trainer_hooks.wire: packing and
+    compressing the text), ms per message."""
     for text in (False, True):
-        msgs = [msgpack.unpackb(f) for f in frames(min(steps, 10), "client", text, seed=5)]
+        msgs = [msgpack.unpackb(f) for f in frames(min(steps, 10), "client",
+                                                   "lists" if text else "none", seed=5)]
         start = time.perf_counter()
         for m in msgs:
             p.encode_msgpack(m)
@@ -128,44 +136,51 @@ def client_encoding(steps: int) -> None:
 
 def bench_ingest(server: LiveServer, token: str, steps: int, rounds: int) -> None:
     url = server.ws + "/ws/ingest/"
-    per_msg: dict[bool, list[float]] = {}
+    per_msg: dict[str, list[float]] = {}
     for i in range(rounds):
-        for text in (False, True):  # interleaved: the load moves
-            data = frames(steps, f"ingest-{'text' if text else 'plain'}-{i}", text)
+        for form in FORMS:  # interleaved: the load moves
+            data = frames(steps, f"ingest-{form}-{i}", form)
             seconds = asyncio.run(stream(url, token, data))
-            per_msg.setdefault(text, []).append(seconds / steps * 1000)
+            per_msg.setdefault(form, []).append(seconds / steps * 1000)
             mb = sum(map(len, data)) / 1e6
-            print(f"  ingest {'with' if text else 'without'} text: {steps * N / seconds:,.0f} "
-                  f"samples/s acked, {per_msg[text][-1]:.1f} ms per message ({steps} messages "
-                  f"of {N}, {mb:.1f} MB; stored and compressed when acked)", flush=True)
+            print(f"  ingest, text {form}: {steps * N / seconds:,.0f} samples/s acked, "
+                  f"{per_msg[form][-1]:.1f} ms per message ({steps} messages of {N}, "
+                  f"{mb:.1f} MB; stored and compressed when acked)", flush=True)
     # The floor: the same frames refused right after decoding (a wrong version), so what the
     # transport and msgpack cost before anything is validated or stored.
     floor = {}
-    for text in (False, True):
-        refused = [msgpack.packb({**msgpack.unpackb(f), "v": 2})
-                   for f in frames(steps, "floor", text, seed=9)]
-        floor[text] = asyncio.run(stream(url, token, refused, b'"bad_version"')) / steps * 1000
-        print(f"  receiving and decoding alone, {'with' if text else 'without'} text: "
-              f"{floor[text]:.1f} ms per message", flush=True)
-    plain, with_text = min(per_msg[False]), min(per_msg[True])  # the best round of each
-    stored = (with_text - floor[True]) - (plain - floor[False])
-    print(f"ingest: {N * 1000 / plain:,.0f} samples/s without text, {N * 1000 / with_text:,.0f} "
-          f"with: RATIO {with_text / plain:.2f}x (target within 2x; best of {rounds} interleaved "
-          f"rounds, {plain:.1f} vs {with_text:.1f} ms per message). Of the difference, receiving "
-          f"and decoding the text takes {floor[True] - floor[False]:.1f} ms, validating and "
-          f"storing it {stored:.1f} ms")
+    for form in FORMS:
+        refused = [p.encode_msgpack({**p.decode(f, "msgpack"), "v": 2}) if form == "packed"
+                   else msgpack.packb({**msgpack.unpackb(f), "v": 2})
+                   for f in frames(steps, "floor", form, seed=9)]
+        floor[form] = asyncio.run(stream(url, token, refused, b'"bad_version"')) / steps * 1000
+        print(f"  receiving and decoding alone, text {form}: {floor[form]:.1f} ms per message",
+              flush=True)
+    plain = min(per_msg["none"])  # the best round of each
+    for form, who in (("packed", "as trainer_hooks sends it (packed, compressed by the sender)"),
+                      ("lists", "as lists of strings (any other client)")):
+        with_text = min(per_msg[form])
+        stored = (with_text - floor[form]) - (plain - floor["none"])
+        print(f"ingest, text {who}: {N * 1000 / plain:,.0f} samples/s without text, "
+              f"{N * 1000 / with_text:,.0f} with: RATIO {with_text / plain:.2f}x (target within "
+              f"2x; best of {rounds} interleaved rounds, {plain:.1f} vs {with_text:.1f} ms per "
+              f"message). Of the difference, receiving and decoding the text takes "
+              f"{floor[form] - floor['none']:.1f} ms, validating and storing it {stored:.1f} ms")
     # As the sender sends: several messages in flight, so receiving the next one overlaps
     # storing (and compressing, off the GIL) this one.
-    piped: dict[bool, list[float]] = {}
+    piped: dict[str, list[float]] = {}
     for i in range(rounds):
-        for text in (False, True):
-            data = frames(steps, f"piped-{'text' if text else 'plain'}-{i}", text)
+        for form in FORMS:
+            data = frames(steps, f"piped-{form}-{i}", form)
             seconds = asyncio.run(stream(url, token, data, window=PIPELINE))
-            piped.setdefault(text, []).append(seconds / steps * 1000)
-    plain, with_text = min(piped[False]), min(piped[True])
-    print(f"ingest, {PIPELINE} messages in flight: {N * 1000 / plain:,.0f} samples/s without "
-          f"text, {N * 1000 / with_text:,.0f} with: RATIO {with_text / plain:.2f}x (best of "
-          f"{rounds} interleaved rounds, {plain:.1f} vs {with_text:.1f} ms per message)")
+            piped.setdefault(form, []).append(seconds / steps * 1000)
+    plain = min(piped["none"])
+    for form in ("packed", "lists"):
+        with_text = min(piped[form])
+        print(f"ingest, {PIPELINE} messages in flight, text {form}: {N * 1000 / plain:,.0f} "
+              f"samples/s without text, {N * 1000 / with_text:,.0f} with: RATIO "
+              f"{with_text / plain:.2f}x (best of {rounds} interleaved rounds, {plain:.1f} vs "
+              f"{with_text:.1f} ms per message)")
 
 
 def stored_text(data_dir: Path) -> None:
@@ -267,7 +282,7 @@ def main() -> None:
             client_encoding(args.steps)
             bench_ingest(server, token, args.steps, args.rounds)
             stored_text(Path(tmp))
-            rid = run_id(server, "ingest-text-0")
+            rid = run_id(server, "ingest-packed-0")
             if "api" in only:
                 bench_api(server, rid, args.steps // 2, args.reads)
             if "viewer" in only:

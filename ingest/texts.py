@@ -15,7 +15,9 @@ Limits (UTF-8 bytes; settings, docs/protocol.md "Sample text"):
   `left_out` — so a run never loses rewards to its text budget. The count is one row per run,
   updated under the run's row lock that every write of the run holds.
 
-A row is packed with bulk operations, no Python per sample: the distinct strings of the step
+Text that `trainer_hooks` sent packed (its sender compressed it; `trainer_hooks.wire.texts`)
+is stored as it came. Text sent as lists of strings is packed here, with bulk operations, no
+Python per sample: the distinct strings of the step
 (a GRPO group's samples share their prompt: it is stored once) concatenated into one UTF-8
 text, their lengths, and per sample (prompts, then completions) the index of its string (-1:
 none); the whole compressed with zstd (level 1: the bench's English-like text shrinks 3.6×,
@@ -29,13 +31,16 @@ cheaper than writing the text raw and rewriting it compressed after the commit, 
 once did: on SQLite a commit pays for every byte it writes (and the WAL checkpoint again), and
 the rewrite wrote it all twice.
 
-Blob format: one byte, then the msgpack payload `[n, [has_prompt, has_completion], index,
-lengths, text]` — `index` int32 little-endian (n per present column), `lengths` int32
-(characters of each distinct string), `text` their UTF-8 concatenation (surrogates passed
-through) — as
-- 4 (`ZSTD`): zstd of it, one frame or several concatenated (what this module writes);
-- 5 (`STORED`): it, uncompressed (text that does not shrink);
-- 3 (`PACKED`): zlib of it (rows written from migration 0010 until zstd); still read;
+Blob format: one byte, then
+- 6 (`WIRE`): msgpack `[n, prompt, completion]`, each null or a column exactly as the sender
+  packed and compressed it (`trainer_hooks.wire.texts`: what `trainer_hooks` sends), written
+  when every text column of a one-step message came packed: the server never recompresses;
+- 4 (`ZSTD`), 5 (`STORED`), 3 (`PACKED`): the msgpack payload `[n, [has_prompt,
+  has_completion], index, lengths, text]` — `index` int32 little-endian (n per present
+  column), `lengths` int32 (characters of each distinct string), `text` their UTF-8
+  concatenation (surrogates passed through) — compressed by zstd, one frame or several
+  concatenated (what this module writes for text sent as lists of strings); as it is (text
+  that does not shrink); or by zlib (rows written from migration 0010 until zstd; still read);
 - 0 / 1: rows written before migration 0010 (which converts them): msgpack
   `[prompts, completions]`, raw or zlib; still read.
 """
@@ -57,8 +62,10 @@ from django.db import connection
 
 from ingest import columns
 from trainer_hooks.wire import protocol as p
+from trainer_hooks.wire.texts import PackedText, TextColumn
 
-RAW, ZLIB, PACKED, ZSTD, STORED = b"\x00", b"\x01", b"\x03", b"\x04", b"\x05"
+RAW, ZLIB, PACKED, ZSTD, STORED, WIRE = (b"\x00", b"\x01", b"\x03", b"\x04", b"\x05",
+                                         b"\x06")
 LEVEL = 1  # zstd
 PROBE = 32 << 10  # a payload larger than 8 probes is first probed with its last PROBE bytes
 SHRINK = 0.9  # (text, past the indexes) and compressed when they shrink to at most this
@@ -103,8 +110,17 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
         return dict.fromkeys(names, why)
     slices = columns.step_slices(msg.step)
     rows = []
+    wire = (msg.prompt, msg.completion)
+    sent = [c if isinstance(c, TextColumn) else None for c in wire]
+    if len(slices) == 1 and all(c is None or s is not None for c, s in zip(wire, sent,
+                                                                             strict=True)):
+        # packed by the sender (one step, every column): stored as it came, not recompressed
+        step, idx = slices[0]
+        rows.append((run_id, step, msg.id, int(idx.size), msg.text_bytes, _as_sent(msg.n, sent)))
+        slices = []
+    lists = [c.values() if isinstance(c, TextColumn) else c for c in wire] if slices else []
     for step, idx in slices:  # one row per step the message spans (usually one)
-        cols = (_take(msg.prompt, idx), _take(msg.completion, idx))
+        cols = (_take(lists[0], idx), _take(lists[1], idx))
         packed = pack(cols, msg.text_bytes if len(slices) == 1 else None)
         if packed is not None:  # else no sample of this step has text
             rows.append((run_id, step, msg.id, int(idx.size), *packed))
@@ -118,6 +134,11 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
                     " SET nbytes = ingest_sampletextusage.nbytes + excluded.nbytes",
                     [run_id, sum(r[4] for r in rows)])
     return {}
+
+
+def _as_sent(n: int, sent: list[TextColumn | None]) -> bytes:
+    return WIRE + msgpack.packb([n, *(None if c is None else c.data for c in sent)],
+                                use_bin_type=True)
 
 
 def _take(values: Column, idx: np.ndarray) -> Column:
@@ -237,6 +258,10 @@ def decode(blob: bytes | memoryview) -> Texts:
             memoryview(data)[1:]))
     if kind == STORED:
         return _unpack(data[1:])
+    if kind == WIRE:
+        _, *wire = msgpack.unpackb(memoryview(data)[1:], raw=False)
+        prompts, completions = (None if b is None else PackedText(b).values() for b in wire)
+        return prompts, completions
     if kind == PACKED:
         return _unpack(zlib.decompress(data[1:]))
     if kind == ZLIB:

@@ -24,6 +24,7 @@ from devtools.live_server import free_port
 from trainer_hooks.rewards import RewardResult
 from trainer_hooks.transport.client import Client, connect, ingest_url
 from trainer_hooks.wire import protocol as p
+from trainer_hooks.wire.texts import PackedText
 
 
 def offline(tmp_path: Path, url: str | None = None, **options: Any) -> Client:
@@ -50,9 +51,12 @@ def spooled(client: Client, *, starts: bool = False) -> list[dict[str, Any]]:
 
 
 def as_lists(obj: Any) -> Any:
-    """A decoded message with its typed arrays (trainer_hooks.wire.arrays) as lists."""
+    """A decoded message with its typed arrays (trainer_hooks.wire.arrays) and packed text
+    columns (trainer_hooks.wire.texts) as lists."""
     if isinstance(obj, dict):
         return {k: as_lists(v) for k, v in obj.items()}
+    if isinstance(obj, PackedText):
+        return obj.values()
     return obj.tolist() if isinstance(obj, np.ndarray) else obj
 
 

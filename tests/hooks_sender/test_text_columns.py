@@ -17,6 +17,7 @@ from trainer_hooks.rewards import RewardResult
 from trainer_hooks.transport.batching import SampleBatcher, build_fields
 from trainer_hooks.transport.samples import keep_per_group, make_chunk
 from trainer_hooks.wire import protocol as p
+from trainer_hooks.wire.texts import TextColumn
 
 
 def chunk(n: int, **columns: Any) -> Any:
@@ -46,7 +47,8 @@ def test_log_samples_sends_prompts_and_completions_with_their_samples(tmp_path: 
     assert first["completion"] == ["yes", None, "ünïcode ✓\n"]
     assert "prompt" not in second and "completion" not in second
     got = wire({k: v for k, v in first.items() if k not in ("v", "id", "type", "run")})
-    assert got.completion == ["yes", None, "ünïcode ✓\n"]
+    assert isinstance(got.completion, TextColumn)  # packed by the sender
+    assert got.completion.values() == ["yes", None, "ünïcode ✓\n"]
     assert got.text_bytes == 3 * 15 + 3 + len("ünïcode ✓\n".encode())
 
 
@@ -91,7 +93,8 @@ def test_text_larger_than_a_message_may_carry_is_left_out_and_named() -> None:
 def test_text_that_is_not_valid_unicode_is_repaired_so_the_batch_encodes() -> None:
     c, problems = chunk(2, completion=["fine", "bad \ud800 half"])
     assert c.texts["completion"][1] == "bad ? half" and problems
-    assert wire(build_fields([c]).fields).completion == ["fine", "bad ? half"]
+    completion = wire(build_fields([c]).fields).completion
+    assert isinstance(completion, TextColumn) and completion.values() == ["fine", "bad ? half"]
 
 
 def test_batches_count_each_samples_own_text_size() -> None:

@@ -6,6 +6,7 @@ the server (`ingest`) validates them with it.
 - `columns`: the sample column table (which columns a `samples` message has, of which kind)
   and the validator of columnar `samples` messages.
 - `environments`: the validator of `environments` declarations (range declarations).
+- `arrays`, `texts`: the msgpack extension values — typed number arrays, packed text columns.
 - `protocol`: the public face — `decode_frame`, `validate_message`, encoding a message for the
   wire and splitting one the server refused as too large; re-exports the names above.
 

@@ -14,14 +14,19 @@ from typing import Any, TypeGuard
 import msgpack
 import numpy as np
 
+from trainer_hooks.wire.texts import TEXT, PackedText
+
 FLOAT64, INT64 = 1, 2
 _DTYPES = {FLOAT64: "<f8", INT64: "<i8"}
 
 
 def ext_hook(code: int, data: bytes) -> Any:
-    """msgpack `ext_hook`: a typed array as a (writable, native-order) numpy array; any other
-    extension value, or one whose length is not a multiple of 8, stays an `ExtType` (which no
-    field accepts: the validator names the field)."""
+    """msgpack `ext_hook`: a typed array as a (writable, native-order) numpy array; a packed
+    text column (`trainer_hooks.wire.texts`) as a `PackedText`, checked by the validator; any
+    other extension value, or one whose length is not a multiple of 8, stays an `ExtType`
+    (which no field accepts: the validator names the field)."""
+    if code == TEXT:
+        return PackedText(data)
     dtype = _DTYPES.get(code)
     if dtype is None or len(data) % 8:
         return msgpack.ExtType(code, data)

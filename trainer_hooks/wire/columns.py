@@ -34,6 +34,7 @@ from trainer_hooks.wire.schema import (
     require,
     step_number,
 )
+from trainer_hooks.wire.texts import PackedError, PackedText, TextColumn, TooMuchText
 
 # ---------------------------------------------------------------- the sample column table
 
@@ -56,6 +57,8 @@ NUMBER_COLUMNS = ("reward", *OPTIONAL_NUMBER_COLUMNS, "time")
 STRING_COLUMNS = (*ID_COLUMNS, "env", *OPTIONAL_LABEL_COLUMNS)
 # Every per-sample column but `metrics` (`step`, `env` and `time` may be one value for all).
 SAMPLE_COLUMNS = ("step", *ID_COLUMNS, "reward", "env", *OPTIONAL_COLUMNS, "time")
+
+TextValues = list[str | None] | TextColumn  # a text column as validated
 
 # ---------------------------------------------------------------- text limit
 
@@ -290,15 +293,27 @@ def utf8_bytes(strings: list[str]) -> int:
 
 
 def _text_columns(obj: dict[str, Any], n: int
-                  ) -> tuple[list[str | None] | None, list[str | None] | None, int]:
-    """`prompt` and `completion`: lists of N strings or nulls, any characters, together at most
-    the text limit in UTF-8 bytes (`set_text_limit`); returns both and their bytes."""
-    out: list[list[str | None] | None] = []
+                  ) -> tuple[TextValues | None, TextValues | None, int]:
+    """`prompt` and `completion`: lists of N strings or nulls, or packed (`wire.texts`), any
+    characters, together at most the text limit in UTF-8 bytes (`set_text_limit`); returns
+    both and their bytes."""
+    out: list[TextValues | None] = []
     total = 0
     for name in TEXT_COLUMNS:
         values = obj.get(name)
         if values is None:
             out.append(None)
+            continue
+        if isinstance(values, PackedText):
+            try:
+                column = values.unpack(n, _text_limit - total)
+            except TooMuchText as exc:
+                raise ProtocolError("too_large", name, _too_much_packed(name, total + exc.args[0])
+                                    ) from None
+            except PackedError as exc:
+                raise ProtocolError("invalid", name, f"{name}: {exc}") from None
+            total += column.nbytes
+            out.append(column)
             continue
         values = _check_list(values, name, n)
         kinds = set(map(type, values))
@@ -310,6 +325,12 @@ def _text_columns(obj: dict[str, Any], n: int
             raise ProtocolError("too_large", name, _too_much_text(name, values, total))
         out.append(values)
     return out[0], out[1], total
+
+
+def _too_much_packed(name: str, total: int) -> str:
+    return (f"{name}: the message carries at least {total:,} bytes of prompt and completion "
+            f"text; the server takes at most {_text_limit:,} per samples message (split the "
+            "samples into smaller messages)")
 
 
 def _too_much_text(name: str, values: list[str | None], total: int) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 import orjson
 
-from trainer_hooks.wire import arrays
+from trainer_hooks.wire import arrays, texts
 from trainer_hooks.wire.columns import (
     ID_COLUMNS,
     NUMBER_COLUMNS,
@@ -251,15 +251,18 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], str, str, str], AnyMessage]] = 
 def encode(message: dict[str, Any], fmt: str) -> bytes:
     """The bytes of one frame: `fmt` "json" (a text frame; numpy arrays become lists, NaN and
     ±Inf null) or "msgpack" (a binary frame; number arrays as typed arrays, see
-    `trainer_hooks.wire.arrays`). msgpack is packed field by field (and metric by metric), so a
-    big batch never holds the GIL for one long C call while the training thread waits."""
+    `trainer_hooks.wire.arrays`; text columns packed and compressed, `trainer_hooks.wire.texts`).
+    msgpack is packed field by field (and metric by metric), so a big batch never holds the GIL
+    for one long C call while the training thread waits (zstd runs without it)."""
     if fmt == "json":
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
     packer = msgpack.Packer(use_bin_type=True, default=_plain_or_fail)
     parts = [packer.pack_map_header(len(message))]
     for key, value in message.items():
         parts.append(packer.pack(key))
-        if isinstance(value, dict) and key == "metrics":
+        if key in TEXT_COLUMNS and isinstance(value, list):
+            parts.append(packer.pack(msgpack.ExtType(texts.TEXT, texts.pack(value))))
+        elif isinstance(value, dict) and key == "metrics":
             parts.append(packer.pack_map_header(len(value)))
             for name, column in value.items():
                 parts.append(packer.pack(name))
@@ -282,6 +285,9 @@ def decode(body: bytes, fmt: str) -> dict[str, Any]:
     message = decode_frame(body, binary=fmt == "msgpack")
     if not isinstance(message, dict):
         raise ProtocolError("wrong_type", None, "a message must be an object")
+    for name in TEXT_COLUMNS:  # packed by `encode`: lists again (a split halves them)
+        if isinstance(message.get(name), texts.PackedText):
+            message[name] = message[name].values()
     return message
 
 

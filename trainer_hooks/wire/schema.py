@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer_hooks.wire.texts import TextColumn
+
 VERSION = 1
 MESSAGE_TYPES = ("run.start", "step", "samples", "ranges", "run.end", "barrier")
 DISCARD_REASONS = ("max_async", "zero_advantage", "canceled")
@@ -169,9 +171,10 @@ class Samples(Message):
     discard_reason: np.ndarray  # str, '' = kept
     time: np.ndarray | None
     metrics: dict[str, np.ndarray]
-    # Text columns: one str or None per sample; None = the message has no such column.
-    prompt: list[str | None] | None = None
-    completion: list[str | None] | None = None
+    # Text columns: one str or None per sample, or packed as it came (`wire.texts`,
+    # `TextColumn.values()` gives the list); None = the message has no such column.
+    prompt: list[str | None] | TextColumn | None = None
+    completion: list[str | None] | TextColumn | None = None
     text_bytes: int = 0  # UTF-8 bytes of every prompt and completion string
     # String columns of few distinct values, as the validator saw them: {column: (its sorted
     # distinct values, each sample's index into them)} — what np.unique(column,

@@ -1,0 +1,160 @@
+"""Packed text columns in msgpack frames (docs/protocol.md, "Packed text").
+
+A text column (`prompt`, `completion`) of a binary frame may be one msgpack extension value
+of type 3 instead of a list of strings, holding the msgpack array `[index, lengths, text]` —
+
+- `index`: int32 little-endian, one per sample: which distinct string it has, -1 for null;
+- `lengths`: int32 little-endian, the UTF-8 bytes of each distinct string;
+- `text`: the distinct strings' UTF-8, concatenated, as one zstd frame that records its
+  content size (which must be the sum of `lengths`).
+
+A GRPO group's samples share their prompt: it is sent (and stored) once. `trainer_hooks`
+packs every text column so, on its sender thread, which moves compression from the one
+server to the many trainers: the server checks the column (bounded decompression, index and
+lengths in range, valid UTF-8 cut at character boundaries) without building a string per
+sample, and stores the compressed bytes as they came (`ingest.texts`). The server still
+takes lists of strings (JSON frames, other clients).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import msgpack
+import numpy as np
+import zstandard
+
+TEXT = 3  # the msgpack extension type
+LEVEL = 1  # zstd: fast; English-like text shrinks ~3.6x
+
+_local = threading.local()
+
+
+def _cctx() -> zstandard.ZstdCompressor:
+    ctx = getattr(_local, "cctx", None)
+    if ctx is None:
+        ctx = _local.cctx = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True)
+    return ctx
+
+
+def _dctx() -> zstandard.ZstdDecompressor:
+    ctx = getattr(_local, "dctx", None)
+    if ctx is None:
+        ctx = _local.dctx = zstandard.ZstdDecompressor()
+    return ctx
+
+
+def pack(values: list[str | None]) -> bytes:
+    """A text column as the payload of its extension value."""
+    distinct = dict.fromkeys(values)
+    distinct.pop(None, None)
+    strings: list[str] = list(distinct)  # type: ignore[arg-type]  # None popped
+    where: dict[str | None, int] = dict(zip(strings, range(len(strings)), strict=True))
+    where[None] = -1
+    index = np.fromiter(map(where.__getitem__, values), np.int32, len(values))
+    joined = "".join(strings)
+    text = joined.encode("utf-8", "surrogatepass")
+    if len(text) == len(joined):  # ASCII: a character is a byte
+        lengths = np.fromiter(map(len, strings), np.int32, len(strings))
+    else:
+        encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+        lengths = np.fromiter(map(len, encoded), np.int32, len(strings))
+    return msgpack.packb([index.astype("<i4").tobytes(), lengths.astype("<i4").tobytes(),
+                          _cctx().compress(text)], use_bin_type=True)
+
+
+class PackedError(ValueError):
+    """A packed text column that breaks the format (the validator names the field)."""
+
+
+@dataclass(frozen=True)
+class PackedText:
+    """A packed text column as it came off the wire (`arrays.ext_hook`): not yet checked."""
+
+    data: bytes
+
+    def unpack(self, n: int, max_bytes: int) -> TextColumn:
+        """Check it against N samples and a text limit (UTF-8 bytes of every sample's string,
+        each counted): raises PackedError saying what is wrong, or TooMuchText."""
+        try:
+            parts = msgpack.unpackb(self.data, raw=True)
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise PackedError(f"packed text does not decode: {exc}") from None
+        if not (isinstance(parts, list) and len(parts) == 3
+                and all(isinstance(b, bytes) for b in parts)):
+            raise PackedError("packed text must be an array of three byte strings")
+        index_b, lengths_b, frame = parts
+        if len(index_b) != 4 * n or len(lengths_b) % 4:
+            raise PackedError(f"packed text must index {n} samples")
+        index = np.frombuffer(index_b, "<i4")
+        lengths = np.frombuffer(lengths_b, "<i4").astype(np.int64)
+        if index.size and (int(index.min()) < -1 or int(index.max()) >= lengths.size):
+            raise PackedError("packed text indexes a string it does not hold")
+        if lengths.size and int(lengths.min()) < 0:
+            raise PackedError("packed text lengths must not be negative")
+        nbytes = int(lengths[index[index >= 0]].sum())
+        if nbytes > max_bytes:  # before anything is decompressed
+            raise TooMuchText(nbytes)
+        size = int(lengths.sum())
+        if size > nbytes:  # (a string no sample has: bounds what is decompressed)
+            raise PackedError("packed text holds strings that no sample has")
+        try:
+            declared = zstandard.frame_content_size(frame)
+        except zstandard.ZstdError:
+            declared = -2
+        if declared != size:
+            raise PackedError(f"packed text must be one zstd frame that records its size, "
+                              f"the sum of the lengths ({size:,})")
+        try:
+            text = _dctx().decompress(frame, max_output_size=size)
+        except zstandard.ZstdError as exc:
+            raise PackedError(f"packed text does not decompress: {exc}") from None
+        if len(text) != size:
+            raise PackedError("packed text lengths do not add up to its text")
+        if not text.isascii():  # else valid UTF-8 already, cut anywhere
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise PackedError("packed text is not valid UTF-8") from None
+            starts = (np.cumsum(lengths) - lengths)[lengths > 0]
+            if starts.size and (np.frombuffer(text, np.uint8)[starts] & 0xC0 == 0x80).any():
+                raise PackedError("packed text cuts a character between two strings")
+        return TextColumn(self.data, index, lengths, text, nbytes)
+
+    def values(self) -> list[str | None]:
+        """Its strings, one per sample (None: null). Trusts the data (checked by `unpack`
+        at ingest, or its own packing)."""
+        index_b, lengths_b, frame = msgpack.unpackb(self.data, raw=True)
+        return TextColumn(self.data, np.frombuffer(index_b, "<i4"),
+                          np.frombuffer(lengths_b, "<i4").astype(np.int64),
+                          _dctx().decompress(frame), 0).values()
+
+
+class TooMuchText(ValueError):
+    """More text than the limit allows (`args[0]`: bytes, at least)."""
+
+
+@dataclass(frozen=True)
+class TextColumn:
+    """A checked packed text column: its wire bytes (stored as they came) and their parts."""
+
+    data: bytes
+    index: np.ndarray  # int32 per sample, -1: null
+    lengths: np.ndarray  # int64 UTF-8 bytes per distinct string
+    text: bytes
+    nbytes: int  # UTF-8 bytes of every sample's string
+
+    def values(self) -> list[str | None]:
+        ends = np.cumsum(self.lengths)
+        starts = (ends - self.lengths).tolist()
+        if self.text.isascii():  # a byte is a character: slice one decoded string
+            joined = self.text.decode("ascii")
+            strings: list[str | None] = list(map(joined.__getitem__,
+                                                 map(slice, starts, ends.tolist())))
+        else:
+            view = memoryview(self.text)
+            strings = [bytes(view[a:b]).decode("utf-8", "surrogatepass")
+                       for a, b in zip(starts, ends.tolist(), strict=True)]
+        strings.append(None)  # index -1
+        return list(map(strings.__getitem__, self.index.tolist()))
