@@ -5,8 +5,10 @@ a 1.5 KB completion of English-like words, so compression sees text, not noise).
 Measures, with their targets:
 - ingest throughput over one WebSocket, a step per message, with text against the same
   messages without it (within 2x), interleaved rounds, one message at a time and with 4 in
-  flight (as a sender pipelines); an ack means the text is stored,
-  compressed; and what of the difference is receiving and decoding (frames refused right
+  flight (as a sender pipelines); the text packed and compressed as trainer_hooks sends it
+  (`trainer_hooks.wire.texts`), and as lists of strings (any other client, which the server
+  packs and compresses itself); an ack means the text is stored, compressed; the ratio of the
+  best rounds and the median of each round's own ratio; and what of the difference is receiving and decoding (frames refused right
   after decoding) and what validating and storing; apart, the client's encoding; and what the
   stored text takes in the database against its UTF-8 size;
 - GET /api/runs/<id>/samples of one such step: without text (<= 100 ms) and with `text=1`
@@ -14,8 +16,9 @@ Measures, with their targets:
 - the viewer's first paint in headless Chromium (the system one): navigation start to every
   sample of the step drawn, cold (fresh context) and warm (reload) (<= 500 ms).
 
-Run: .venv/bin/python bench/samples.py [--steps 40] [--reads 20] [--rounds 3]
-     [--only ingest|api|viewer ...]  (ingest always runs: the others read its run)
+Run: .venv/bin/python bench/samples.py [--steps 40] [--reads 20] [--rounds 9]
+     [--typed-numbers] [--only ingest|api|viewer ...]  (ingest always runs: the others read
+     its run)
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import websockets
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from devtools.live_server import LiveServer, ServerState  # noqa: E402
 from trainer_hooks.wire import protocol as p  # noqa: E402
+from trainer_hooks.wire.arrays import packable  # noqa: E402
 
 N, GROUP, PROMPT_BYTES, COMPLETION_BYTES = 512, 8, 512, 1536
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -64,8 +68,20 @@ def corpus(rng: np.random.Generator, size: int = 1 << 21) -> str:
 FORMS = ("none", "lists", "packed")
 
 
+TYPED = False  # --typed-numbers: number columns as typed arrays, as trainer_hooks sends them
+
+
+def _encode(msg: dict[str, Any], form: str) -> bytes:
+    if form == "packed":
+        return p.encode_msgpack(msg)  # text packed; numpy number columns as typed arrays
+    typed = {k: ({m: packable(c) for m, c in v.items()} if k == "metrics" else packable(v))
+             for k, v in msg.items()}
+    return msgpack.packb(typed)
+
+
 def frames(steps: int, run: str, form: str, seed: int = 0) -> list[bytes]:
     text = form != "none"
+    numbers = (lambda a: a) if TYPED else (lambda a: a.tolist())
     rng = np.random.default_rng(seed)
     pool = corpus(rng) if text else ""
     out = []
@@ -73,19 +89,19 @@ def frames(steps: int, run: str, form: str, seed: int = 0) -> list[bytes]:
         ids = np.arange(N)
         msg: dict[str, Any] = {
             "v": 1, "id": f"{run}-{step}", "type": "samples", "run": run, "step": step,
-            "env": "math", "sample_id": ids.tolist(), "group_id": (ids // GROUP).tolist(),
-            "reward": rng.integers(0, 2, N).astype(float).tolist(),
-            "advantage": rng.normal(0, 1, N).tolist(),
-            "prompt_tokens": rng.integers(50, 300, N).tolist(),
-            "completion_tokens": rng.integers(10, 2000, N).tolist(),
-            "metrics": {f"m{k}": rng.normal(k, 1, N).tolist() for k in range(4)},
+            "env": "math", "sample_id": numbers(ids), "group_id": numbers(ids // GROUP),
+            "reward": numbers(rng.integers(0, 2, N).astype(float)),
+            "advantage": numbers(rng.normal(0, 1, N)),
+            "prompt_tokens": numbers(rng.integers(50, 300, N)),
+            "completion_tokens": numbers(rng.integers(10, 2000, N)),
+            "metrics": {f"m{k}": numbers(rng.normal(k, 1, N)) for k in range(4)},
         }
         if text:
             starts = rng.integers(0, len(pool) - COMPLETION_BYTES, size=(2, N)).tolist()
             prompt = [pool[a:a + PROMPT_BYTES] for a in starts[0][::GROUP] for _ in range(GROUP)]
             msg["prompt"] = prompt
             msg["completion"] = [pool[a:a + COMPLETION_BYTES] for a in starts[1]]
-        out.append(p.encode_msgpack(msg) if form == "packed" else msgpack.packb(msg))
+        out.append(_encode(msg, form))
     return out
 
 
@@ -124,8 +140,8 @@ def client_encoding(steps: int) -> None:
     encoding a message with the wire's own encoder (trainer_hooks.wire: packing and
     compressing the text), ms per message."""
     for text in (False, True):
-        msgs = [msgpack.unpackb(f) for f in frames(min(steps, 10), "client",
-                                                   "lists" if text else "none", seed=5)]
+        msgs = [p.decode(f, "msgpack") for f in frames(min(steps, 10), "client",
+                                                       "lists" if text else "none", seed=5)]
         start = time.perf_counter()
         for m in msgs:
             p.encode_msgpack(m)
@@ -150,8 +166,7 @@ def bench_ingest(server: LiveServer, token: str, steps: int, rounds: int) -> Non
     # transport and msgpack cost before anything is validated or stored.
     floor = {}
     for form in FORMS:
-        refused = [p.encode_msgpack({**p.decode(f, "msgpack"), "v": 2}) if form == "packed"
-                   else msgpack.packb({**msgpack.unpackb(f), "v": 2})
+        refused = [_encode({**p.decode(f, "msgpack"), "v": 2}, form)
                    for f in frames(steps, "floor", form, seed=9)]
         floor[form] = asyncio.run(stream(url, token, refused, b'"bad_version"')) / steps * 1000
         print(f"  receiving and decoding alone, text {form}: {floor[form]:.1f} ms per message",
@@ -161,11 +176,14 @@ def bench_ingest(server: LiveServer, token: str, steps: int, rounds: int) -> Non
                       ("lists", "as lists of strings (any other client)")):
         with_text = min(per_msg[form])
         stored = (with_text - floor[form]) - (plain - floor["none"])
+        paired = statistics.median(a / b for a, b in zip(per_msg[form], per_msg["none"],
+                                                          strict=True))
         print(f"ingest, text {who}: {N * 1000 / plain:,.0f} samples/s without text, "
-              f"{N * 1000 / with_text:,.0f} with: RATIO {with_text / plain:.2f}x (target within "
-              f"2x; best of {rounds} interleaved rounds, {plain:.1f} vs {with_text:.1f} ms per "
-              f"message). Of the difference, receiving and decoding the text takes "
-              f"{floor[form] - floor['none']:.1f} ms, validating and storing it {stored:.1f} ms")
+              f"{N * 1000 / with_text:,.0f} with: RATIO {with_text / plain:.2f}x of the best "
+              f"rounds, {paired:.2f}x the median of the {rounds} rounds' own ratios (target "
+              f"within 2x; {plain:.1f} vs {with_text:.1f} ms per message). Of the difference, "
+              f"receiving and decoding the text takes {floor[form] - floor['none']:.1f} ms, "
+              f"validating and storing it {stored:.1f} ms")
     # As the sender sends: several messages in flight, so receiving the next one overlaps
     # storing (and compressing, off the GIL) this one.
     piped: dict[str, list[float]] = {}
@@ -177,10 +195,12 @@ def bench_ingest(server: LiveServer, token: str, steps: int, rounds: int) -> Non
     plain = min(piped["none"])
     for form in ("packed", "lists"):
         with_text = min(piped[form])
+        paired = statistics.median(a / b for a, b in zip(piped[form], piped["none"],
+                                                          strict=True))
         print(f"ingest, {PIPELINE} messages in flight, text {form}: {N * 1000 / plain:,.0f} "
               f"samples/s without text, {N * 1000 / with_text:,.0f} with: RATIO "
-              f"{with_text / plain:.2f}x (best of {rounds} interleaved rounds, {plain:.1f} vs "
-              f"{with_text:.1f} ms per message)")
+              f"{with_text / plain:.2f}x of the best rounds, {paired:.2f}x the median of the "
+              f"rounds' own ratios ({plain:.1f} vs {with_text:.1f} ms per message)")
 
 
 def stored_text(data_dir: Path) -> None:
@@ -266,11 +286,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--reads", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=3, help="ingest rounds (each: without "
-                        "text, then with)")
+    parser.add_argument("--rounds", type=int, default=9, help="ingest rounds (each: without "
+                        "text, then with it packed, then as lists); the machine's noise moves "
+                        "one round's figures by up to 2x, so several")
+    parser.add_argument("--typed-numbers", action="store_true", help="number columns as "
+                        "typed arrays (as trainer_hooks sends them) instead of lists")
     parser.add_argument("--only", choices=("ingest", "api", "viewer"), action="append",
                         help="run only these parts (repeatable; default: all)")
     args = parser.parse_args()
+    global TYPED
+    TYPED = args.typed_numbers
     with tempfile.TemporaryDirectory() as tmp:
         state = ServerState(Path(tmp))
         server = LiveServer(state).start()

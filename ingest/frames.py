@@ -45,12 +45,15 @@ def _apply(project_id: int, msg: p.AnyMessage,
     try:
         with transaction.atomic():  # a savepoint inside a batch
             return apply_message(project_id, msg, created)
-    except DataError as exc:  # a value the database cannot hold: this message's fault alone
+    except (DataError, p.ProtocolError) as exc:  # a value the database cannot hold, or packed
+        # text found bad while the message was stored (texts.verify): its fault alone
         if created is not None and before is not None:  # its series were rolled back too
             created.clear()
             created.update(before)
         if transaction.get_connection().needs_rollback:
             raise  # the batch's transaction is broken: let the caller fail it whole
+        if isinstance(exc, p.ProtocolError):
+            return Outcome(exc.as_reply(msg.id))
         return Outcome(p.ProtocolError("storage", None, f"not stored: {exc}").as_reply(msg.id))
     # Any other database error (connection lost, locked, ...) propagates: the transport fails
     # the frame without replying, and the client resends it.

@@ -62,7 +62,7 @@ from django.db import connection
 
 from ingest import columns
 from trainer_hooks.wire import protocol as p
-from trainer_hooks.wire.texts import PackedText, TextColumn
+from trainer_hooks.wire.texts import PackedError, PackedText, TextColumn
 
 RAW, ZLIB, PACKED, ZSTD, STORED, WIRE = (b"\x00", b"\x01", b"\x03", b"\x04", b"\x05",
                                          b"\x06")
@@ -118,6 +118,8 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
         step, idx = slices[0]
         rows.append((run_id, step, msg.id, int(idx.size), msg.text_bytes, _as_sent(msg.n, sent)))
         slices = []
+    if slices:
+        verify(msg)  # (the fallback reads the packed text)
     lists = [c.values() if isinstance(c, TextColumn) else c for c in wire] if slices else []
     for step, idx in slices:  # one row per step the message spans (usually one)
         cols = (_take(lists[0], idx), _take(lists[1], idx))
@@ -134,6 +136,20 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
                     " SET nbytes = ingest_sampletextusage.nbytes + excluded.nbytes",
                     [run_id, sum(r[4] for r in rows)])
     return {}
+
+
+def verify(msg: p.Samples) -> None:
+    """Wait for the check of the message's packed text (begun when it was validated, on a
+    helper thread, while the message's other columns were stored): a column that is not what
+    it says is a ProtocolError naming it, raised inside the message's savepoint, so nothing of
+    the message is stored. Called before the message's commit."""
+    for name in p.TEXT_COLUMNS:
+        column = getattr(msg, name)
+        if isinstance(column, TextColumn):
+            try:
+                column.text()
+            except PackedError as exc:
+                raise p.ProtocolError("invalid", name, f"{name}: {exc}") from None
 
 
 def _as_sent(n: int, sent: list[TextColumn | None]) -> bytes:

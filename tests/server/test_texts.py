@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgpack
+import numpy as np
 import pytest
 import zstandard
 from django.db import connection
@@ -19,9 +20,10 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client, override_settings
 
 from ingest import texts
-from ingest.frames import handle_object
-from ingest.models import Project, Run, SampleText
+from ingest.frames import handle_object, handle_objects
+from ingest.models import Project, Run, SampleBatch, SampleText
 from trainer_hooks.wire import protocol as p
+from trainer_hooks.wire.texts import TEXT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -204,3 +206,24 @@ def test_packed_text_over_several_steps_or_beside_a_list_is_stored_per_step(proj
     assert bytes(SampleText.objects.get(msg_id="x").data)[:1] in (texts.ZSTD, texts.STORED)
     got = api_texts(5)
     assert (got["x-0"], got["x-1"]) == (("packed", "a list"), (None, "of strings"))
+
+
+def test_packed_text_found_bad_while_storing_undoes_only_its_message(project: int) -> None:
+    """The text of a packed column is checked while the message's other columns are stored
+    (trainer_hooks.wire.texts): one that is not UTF-8 gets an error naming the field, and
+    nothing of its message stays — its samples neither — while the batch's others are stored."""
+    noise = bytes(np.random.default_rng(1).integers(32, 127, 300_000, dtype=np.uint8))
+    frame = zstandard.ZstdCompressor(write_content_size=True).compress(noise + b"\xff")
+    bad = msg("bad", 7, 2)
+    bad["completion"] = msgpack.ExtType(TEXT, msgpack.packb([
+        np.array([0, 1], "<i4").tobytes(), np.array([len(noise), 1], "<i4").tobytes(), frame]))
+    good = msg("good", 7, 2, completion=["fine", "also fine"])
+    good_sent = msgpack.unpackb(p.encode_msgpack(good))  # its text packed, as ExtType
+    batch = p.decode_frame(msgpack.packb([good_sent, bad]), binary=True)
+    replies = [o.reply for o in handle_objects(project, batch)]
+    assert replies[0] == {"type": "ack", "id": "good"}
+    assert (replies[1]["type"], replies[1]["code"], replies[1]["field"]) == (
+        "error", "invalid", "completion") and "UTF-8" in replies[1]["message"]
+    assert set(SampleBatch.objects.values_list("msg_id", flat=True)) == {"good"}
+    assert set(SampleText.objects.values_list("msg_id", flat=True)) == {"good"}
+    assert api_texts(7) == {"good-0": (None, "fine"), "good-1": (None, "also fine")}

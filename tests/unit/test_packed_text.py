@@ -13,7 +13,8 @@ import pytest
 import zstandard
 
 from trainer_hooks.wire import protocol as p
-from trainer_hooks.wire.texts import TEXT, PackedText, TextColumn, pack
+from trainer_hooks.wire import texts
+from trainer_hooks.wire.texts import TEXT, PackedError, PackedText, TextColumn, pack
 
 VALUES: list[str | None] = ["Ünïcode ✓", None, "", "emoji 😀🎉", "shared", "shared",
                             "\x00nul\ttab\n", "中文 текст", None, "x" * 5000]
@@ -33,12 +34,20 @@ def validate(data: bytes) -> p.Samples:
 
 
 def refused(ext: bytes, n: int = 2) -> p.ProtocolError:
+    """The error of a samples message whose completion column is `ext`: from validation (its
+    structure), or from the check of its text (`TextColumn.text()`, which the server waits for
+    before the message's commit: ingest.texts.verify)."""
     msg = {"v": 1, "id": "m", "type": "samples", "run": "r", "step": 0,
            "sample_id": list(range(n)), "group_id": [0] * n, "reward": [1.0] * n,
            "completion": msgpack.ExtType(TEXT, ext)}
-    with pytest.raises(p.ProtocolError) as exc:
-        validate(msgpack.packb(msg))
-    return exc.value
+    try:
+        got = validate(msgpack.packb(msg))
+    except p.ProtocolError as exc:
+        return exc
+    assert isinstance(got.completion, TextColumn)
+    with pytest.raises(PackedError) as exc:
+        got.completion.text()
+    return p.ProtocolError("invalid", "completion", f"completion: {exc.value}")
 
 
 def payload(index: list[int], lengths: list[int], text: bytes, *, sized: bool = True) -> bytes:
@@ -113,3 +122,23 @@ def test_a_checked_columns_values_are_its_strings() -> None:
     for values in ([None, None], ["", ""], []):  # no text at all, or none to compress
         empty = PackedText(pack(values)).unpack(len(values), 100)
         assert empty.values() == values and empty.nbytes == 0
+
+
+@pytest.mark.parametrize("on_helper", [True, False])
+def test_a_large_texts_check_runs_on_a_helper_thread_and_fails_when_asked(
+        on_helper: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation checks the structure; the text (decompressed, UTF-8) is checked on a helper
+    thread when large, and its problem raised by `text()`, whichever thread found it."""
+    if not on_helper:
+        monkeypatch.setattr(texts, "ASYNC_BYTES", 1 << 40)
+    noise = bytes(np.random.default_rng(0).integers(32, 127, 200_000, dtype=np.uint8))
+    big = noise + b"\xff"  # ASCII that hardly compresses, then a byte that is not UTF-8
+    lengths = [len(noise), 1]
+    frame = zstandard.ZstdCompressor(write_content_size=True).compress(big)
+    assert len(frame) >= texts.ASYNC_BYTES or not on_helper
+    column = PackedText(msgpack.packb([np.array([0, 1], "<i4").tobytes(),
+                                       np.array(lengths, "<i4").tobytes(), frame])
+                        ).unpack(2, 1 << 20)
+    assert (column._pending is not None) == on_helper
+    with pytest.raises(PackedError, match="UTF-8"):
+        column.text()

@@ -18,7 +18,9 @@ takes lists of strings (JSON frames, other clients).
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import msgpack
@@ -75,8 +77,9 @@ class PackedText:
     data: bytes
 
     def unpack(self, n: int, max_bytes: int) -> TextColumn:
-        """Check it against N samples and a text limit (UTF-8 bytes of every sample's string,
-        each counted): raises PackedError saying what is wrong, or TooMuchText."""
+        """Check its structure against N samples and a text limit (UTF-8 bytes of every
+        sample's string, each counted), before decompressing anything: raises PackedError
+        saying what is wrong, or TooMuchText. The text itself is checked by `text()`."""
         try:
             parts = msgpack.unpackb(self.data, raw=True)
         except (ValueError, TypeError, msgpack.UnpackException) as exc:
@@ -106,55 +109,91 @@ class PackedText:
         if declared != size:
             raise PackedError(f"packed text must be one zstd frame that records its size, "
                               f"the sum of the lengths ({size:,})")
-        try:
-            text = _dctx().decompress(frame, max_output_size=size)
-        except zstandard.ZstdError as exc:
-            raise PackedError(f"packed text does not decompress: {exc}") from None
-        if len(text) != size:
-            raise PackedError("packed text lengths do not add up to its text")
-        if not text.isascii():  # else valid UTF-8 already, cut anywhere
-            try:
-                text.decode("utf-8")
-            except UnicodeDecodeError:
-                raise PackedError("packed text is not valid UTF-8") from None
-            starts = (np.cumsum(lengths) - lengths)[lengths > 0]
-            if starts.size and (np.frombuffer(text, np.uint8)[starts] & 0xC0 == 0x80).any():
-                raise PackedError("packed text cuts a character between two strings")
-        return TextColumn(self.data, index, lengths, text, nbytes)
+        return TextColumn(self.data, index, lengths, frame, nbytes)
 
     def values(self) -> list[str | None]:
-        """Its strings, one per sample (None: null). Trusts the data (checked by `unpack`
-        at ingest, or its own packing)."""
+        """Its strings, one per sample (None: null): the sender reading its own message."""
         index_b, lengths_b, frame = msgpack.unpackb(self.data, raw=True)
         return TextColumn(self.data, np.frombuffer(index_b, "<i4"),
-                          np.frombuffer(lengths_b, "<i4").astype(np.int64),
-                          _dctx().decompress(frame), 0).values()
+                          np.frombuffer(lengths_b, "<i4").astype(np.int64), frame, 0).values()
 
 
 class TooMuchText(ValueError):
     """More text than the limit allows (`args[0]`: bytes, at least)."""
 
 
-@dataclass(frozen=True)
 class TextColumn:
-    """A checked packed text column: its wire bytes (stored as they came) and their parts."""
+    """A packed text column whose structure is checked: its wire bytes (stored as they came),
+    index, lengths and UTF-8 bytes counted. Its text — decompressed, checked to be valid UTF-8
+    cut at character boundaries — is `text()`; a large one starts decompressing on a helper
+    thread at once (zstd runs without the GIL), so the server stores the message's other
+    columns meanwhile and `text()` (before the commit) only waits for what is left."""
 
-    data: bytes
-    index: np.ndarray  # int32 per sample, -1: null
-    lengths: np.ndarray  # int64 UTF-8 bytes per distinct string
-    text: bytes
-    nbytes: int  # UTF-8 bytes of every sample's string
+    __slots__ = ("data", "index", "lengths", "nbytes", "_frame", "_pending", "_text")
+
+    def __init__(self, data: bytes, index: np.ndarray, lengths: np.ndarray, frame: bytes,
+                 nbytes: int) -> None:
+        self.data, self.index, self.lengths, self.nbytes = data, index, lengths, nbytes
+        self._frame = frame
+        self._text: bytes | None = None
+        pool = _pool() if len(frame) >= ASYNC_BYTES else None
+        self._pending: Future[bytes] | None = (
+            None if pool is None else pool.submit(_inflate, frame, lengths))
+
+    def text(self) -> bytes:
+        """The UTF-8 text of the distinct strings; raises PackedError when it is not what the
+        column says (does not decompress, wrong size, not UTF-8, cut inside a character)."""
+        if self._text is None:
+            pending, self._pending = self._pending, None
+            self._text = (_inflate(self._frame, self.lengths) if pending is None
+                          else pending.result())
+        return self._text
 
     def values(self) -> list[str | None]:
+        text = self.text()
         ends = np.cumsum(self.lengths)
         starts = (ends - self.lengths).tolist()
-        if self.text.isascii():  # a byte is a character: slice one decoded string
-            joined = self.text.decode("ascii")
+        if text.isascii():  # a byte is a character: slice one decoded string
+            joined = text.decode("ascii")
             strings: list[str | None] = list(map(joined.__getitem__,
                                                  map(slice, starts, ends.tolist())))
         else:
-            view = memoryview(self.text)
+            view = memoryview(text)
             strings = [bytes(view[a:b]).decode("utf-8", "surrogatepass")
                        for a, b in zip(starts, ends.tolist(), strict=True)]
         strings.append(None)  # index -1
         return list(map(strings.__getitem__, self.index.tolist()))
+
+
+ASYNC_BYTES = 64 << 10  # a compressed text this large is decompressed on a helper thread
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor | None:
+    """The helper thread that decompresses large texts (None on one core: inline then)."""
+    global _helpers
+    if _helpers is None and (os.cpu_count() or 1) > 1:
+        with _helpers_lock:
+            if _helpers is None:
+                _helpers = ThreadPoolExecutor(1, thread_name_prefix="wire-texts")
+    return _helpers
+
+
+def _inflate(frame: bytes, lengths: np.ndarray) -> bytes:
+    size = int(lengths.sum())
+    try:
+        text = _dctx().decompress(frame, max_output_size=size)
+    except zstandard.ZstdError as exc:
+        raise PackedError(f"packed text does not decompress: {exc}") from None
+    if len(text) != size:
+        raise PackedError("packed text lengths do not add up to its text")
+    if not text.isascii():  # else valid UTF-8 already, cut anywhere
+        try:
+            text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PackedError("packed text is not valid UTF-8") from None
+        starts = (np.cumsum(lengths) - lengths)[lengths > 0]
+        if starts.size and (np.frombuffer(text, np.uint8)[starts] & 0xC0 == 0x80).any():
+            raise PackedError("packed text cuts a character between two strings")
+    return text
