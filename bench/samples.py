@@ -8,9 +8,10 @@ Measures, with their targets:
   flight (as a sender pipelines); the text packed and compressed as trainer_hooks sends it
   (`trainer_hooks.wire.texts`), and as lists of strings (any other client, which the server
   packs and compresses itself); an ack means the text is stored, compressed; the ratio of the
-  best rounds and the median of each round's own ratio; and what of the difference is receiving and decoding (frames refused right
-  after decoding) and what validating and storing; apart, the client's encoding; and what the
-  stored text takes in the database against its UTF-8 size;
+  best rounds and the median of each round's own ratio; and what of the difference is
+  receiving and decoding (frames refused right after decoding) and what validating and
+  storing; apart, the client's encoding; and what the stored text takes in the database
+  against its UTF-8 size;
 - GET /api/runs/<id>/samples of one such step: without text (<= 100 ms) and with `text=1`
   (<= 300 ms), median of repeated requests, and the first one;
 - the viewer's first paint in headless Chromium (the system one): navigation start to every
