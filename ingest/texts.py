@@ -62,7 +62,7 @@ from django.db import connection
 
 from ingest import columns
 from trainer_hooks.wire import protocol as p
-from trainer_hooks.wire.texts import PackedError, PackedText, TextColumn
+from trainer_hooks.wire.texts import PackedText, TextColumn
 
 RAW, ZLIB, PACKED, ZSTD, STORED, WIRE = (b"\x00", b"\x01", b"\x03", b"\x04", b"\x05",
                                          b"\x06")
@@ -114,9 +114,12 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
     sent = [c if isinstance(c, TextColumn) else None for c in wire]
     if len(slices) == 1 and all(c is None or s is not None for c, s in zip(wire, sent,
                                                                              strict=True)):
-        # packed by the sender (one step, every column): stored as it came, not recompressed
+        # packed by the sender (one step, every column): stored as it came, not recompressed;
+        # no row when no sample has text (as `pack` has none)
         step, idx = slices[0]
-        rows.append((run_id, step, msg.id, int(idx.size), msg.text_bytes, _as_sent(msg.n, sent)))
+        if any(c is not None and bool((c.index >= 0).any()) for c in sent):
+            rows.append((run_id, step, msg.id, int(idx.size), msg.text_bytes,
+                         _as_sent(msg.n, sent)))
         slices = []
     if slices:
         verify(msg)  # (the fallback reads the packed text)
@@ -143,13 +146,7 @@ def verify(msg: p.Samples) -> None:
     helper thread, while the message's other columns were stored): a column that is not what
     it says is a ProtocolError naming it, raised inside the message's savepoint, so nothing of
     the message is stored. Called before the message's commit."""
-    for name in p.TEXT_COLUMNS:
-        column = getattr(msg, name)
-        if isinstance(column, TextColumn):
-            try:
-                column.text()
-            except PackedError as exc:
-                raise p.ProtocolError("invalid", name, f"{name}: {exc}") from None
+    p.check_text(msg)
 
 
 def _as_sent(n: int, sent: list[TextColumn | None]) -> bytes:

@@ -326,8 +326,11 @@ class MetricsPage {
     if (!store || !info) return;
     Object.assign(store.info, info);
     clearTimeout(this.runInfoTimer);
-    // Progress comes at most twice a second and may be short-lived: show it at once.
-    this.runInfoTimer = setTimeout(() => this.runbar.render(), 'pending_steps' in info ? 0 : 200);
+    // Progress comes at most twice a second and may be short-lived: shown at once, here (a
+    // timer could be cancelled by the run's next update and the backlog's end reach the page
+    // before the render: the badge would never show). Other updates are gathered.
+    if ('pending_steps' in info) this.runbar.render();
+    else this.runInfoTimer = setTimeout(() => this.runbar.render(), 200);
   }
 }
 

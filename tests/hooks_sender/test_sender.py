@@ -272,7 +272,8 @@ def test_a_new_experiment_starts_and_every_message_carries_its_incarnation(
 
 class ScriptedServer:
     """A WebSocket server on a thread. `reply(msg, n)` returns "ack", "error", "abort"
-    (drop the TCP connection without replying) or an int close code; acks may be delayed.
+    (drop the TCP connection without replying), an int close code or an error reply (a
+    dict); acks may be delayed.
     Batch frames get a list of replies. run.start and barrier messages are acked at once and
     kept apart (`control`), so `received` holds what the test logged."""
 
@@ -318,6 +319,9 @@ class ScriptedServer:
                 if isinstance(action, int):
                     await ws.close(action)
                     return
+                if isinstance(action, dict):  # an error reply of the test's own
+                    replies.append({**action, "id": msg["id"]})
+                    continue
                 replies.append({"type": "ack", "id": msg["id"]} if action == "ack" else
                                {"type": "error", "id": msg["id"], "code": "invalid",
                                 "field": "step", "message": "no"})
@@ -398,6 +402,30 @@ def test_an_error_reply_drops_that_message_once(tmp_path: Path,
     assert [m["step"] for m in server.received] == list(range(7))  # never retried
     assert stats["rejected"] == 1 and stats["acked"] == 6 + 1 and stats["pending"] == 0
     assert sum("rejected" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_server_older_than_packed_text_gets_the_text_again_as_lists(tmp_path: Path) -> None:
+    """A server that does not know packed text (trainer_hooks.wire.texts) refuses the column
+    as a wrong type: the message goes again with its text as lists, so no sample is lost."""
+    def reply(msg: dict[str, Any], n: int) -> Any:
+        if isinstance(msg.get("completion"), msgpack.ExtType):
+            return {"type": "error", "code": "wrong_type", "field": "completion",
+                    "message": "completion must be a list"}
+        return "ack"
+
+    with ScriptedServer(reply) as server:
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path)
+        c.log_samples(0, sample_id=[1, 2], group_id=0, reward=[1.0, 0.0],
+                      completion=["yes", None])
+        c.log_samples(1, sample_id=[3], group_id=1, reward=[0.5])
+        assert c.flush(10), c.not_stored
+        stats = c.stats
+        assert c.close(5)
+    first, again = server.received  # (both calls in one message)
+    assert isinstance(first["completion"], msgpack.ExtType)  # packed first
+    assert again["id"] == first["id"] and again["completion"] == ["yes", None, None]
+    assert again["reward"] == first["reward"]  # the same samples
+    assert stats["text_as_lists"] == 1 and stats["rejected"] == 0 and c.not_stored == []
 
 
 def test_unacknowledged_messages_are_resent_with_their_ids_after_a_drop(

@@ -203,6 +203,7 @@ def test_deleting_an_acknowledged_message_does_not_rewrite_its_body(tmp_path: Pa
     message would be written to the log a second time, as zeros. The outbox turns that off."""
     spool = Outbox(tmp_path / "a.sqlite")
     try:
+        assert spool._db.execute("PRAGMA secure_delete").fetchone()[0] == 0
         spool.append([Outgoing("big", "samples", 1, "msgpack", os.urandom(1 << 20))])
         spool._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         spool.delete(["big"])

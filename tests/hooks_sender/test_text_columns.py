@@ -178,9 +178,12 @@ def test_a_refused_message_is_split_with_its_text() -> None:
     msg = {"v": 1, "id": "m", "type": "samples", "run": "r", "step": 0,
            "sample_id": [1, 2, 3], "group_id": [0, 0, 0], "reward": [1, 2, 3],
            "prompt": ["a", "b", "c"], "completion": ["x", None, "z"]}
-    halves = p.split(msg)
+    # as the sender does it: its outbox holds the message packed; decoded, split, re-encoded
+    halves = p.split(p.decode(p.encode_msgpack(msg), "msgpack"))
     assert halves is not None
     assert [h["prompt"] for h in halves] == [["a"], ["b", "c"]]
     assert [h["completion"] for h in halves] == [["x"], [None, "z"]]
     for half in halves:
-        p.validate_message(half)
+        got = p.validate_message(p.decode_frame(p.encode_msgpack(half), binary=True))
+        assert isinstance(got, p.Samples) and isinstance(got.prompt, TextColumn)
+        assert got.prompt.values() == half["prompt"]

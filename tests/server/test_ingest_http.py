@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import msgpack
+import numpy as np
 import orjson
 import pytest
+import zstandard
 from django.test import Client
 
 from ingest import reads
 from ingest.models import Run
 from tests.server.conftest import samples_msg, step_msg
 from tests.support.points import point_rows, values
+from trainer_hooks.wire.protocol import encode_msgpack
+from trainer_hooks.wire.texts import TEXT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,3 +80,24 @@ def test_a_resent_message_is_a_duplicate(client: Client, token: str) -> None:
     post(client, token, body)
     _, reply = post(client, token, body)
     assert reply["acks"] == [{"type": "ack", "id": "step-0", "duplicate": True}]
+
+
+def test_it_takes_packed_text_and_names_a_bad_packed_column(client: Client, token: str) -> None:
+    """Text packed as trainer_hooks sends it (trainer_hooks.wire.texts) over HTTP too; a
+    packed column whose text is not UTF-8 is refused naming it, its message not stored."""
+    good = {**samples_msg(0, [0.5, 1.5]), "completion": ["ünïcode ✓", None]}
+    noise = bytes(range(32, 127)) * 2000 + b"\xff"  # large: checked on the helper thread
+    frame = zstandard.ZstdCompressor(write_content_size=True).compress(noise)
+    bad = {**samples_msg(1, [0.5, 1.5], mid="bad"), "prompt": msgpack.ExtType(TEXT, msgpack.packb(
+        [np.array([0, 1], "<i4").tobytes(), np.array([len(noise) - 1, 1], "<i4").tobytes(),
+         frame]))}
+    body = msgpack.packb([msgpack.unpackb(encode_msgpack(good)), bad])
+    status, reply = post(client, token, body, "application/msgpack")
+    assert status == 200 and reply["acks"] == [{"type": "ack", "id": good["id"]}]
+    [error] = reply["errors"]
+    assert (error["id"], error["code"], error["field"]) == ("bad", "invalid", "prompt")
+    rid = Run.objects.get(name="r").pk
+    got = client.get(f"/api/runs/{rid}/samples", {"step": 0, "text": 1}).json()["samples"]
+    assert sorted((s["reward"], s["completion"]) for s in got) == [(0.5, "ünïcode ✓"),
+                                                                  (1.5, None)]
+    assert client.get(f"/api/runs/{rid}/samples", {"step": 1}).json()["samples"] == []

@@ -34,6 +34,8 @@ def test_a_delete_does_not_write_the_freed_pages_again() -> None:
     if connection.vendor != "sqlite":
         pytest.skip("SQLite only")
     with connection.cursor() as cur:
+        cur.execute("PRAGMA secure_delete")
+        assert cur.fetchone()[0] == 0
         cur.execute("CREATE TABLE t_freed (id INTEGER PRIMARY KEY, data BLOB)")
         cur.execute("INSERT INTO t_freed (data) VALUES (randomblob(1048576))")
         cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")

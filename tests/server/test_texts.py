@@ -200,6 +200,8 @@ def test_packed_text_over_several_steps_or_beside_a_list_is_stored_per_step(proj
     assert rows == {1: utf8(["ab", "ab"]), 2: utf8(["été", "été", ""])}
     got = {**api_texts(1), **api_texts(2)}
     assert [got[f"m-{i}"][0] for i in range(6)] == prompts
+    handle_object(project, sent(msg("none", 6, 2, prompt=[None, None])))  # no text: no row
+    assert not SampleText.objects.filter(msg_id="none").exists()
     mixed = sent(msg("x", 5, 2, prompt=["packed", None]))
     mixed["completion"] = ["a list", "of strings"]  # another client may mix the two forms
     handle_object(project, mixed)

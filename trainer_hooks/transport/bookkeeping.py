@@ -15,9 +15,10 @@ from typing import Any
 
 STAT_NAMES = (
     "logged_steps", "logged_samples", "sent", "bytes_sent", "acked", "duplicates", "rejected",
-    "connects", "reconnects", "splits", "replayed", "deduped_samples", "invalid_calls",
-    "invalid_values", "dropped_queue_full", "dropped_closed", "dropped_spool_full",
-    "dropped_too_large", "spool_errors", "internal_errors", "frames", "waited_queue_full",
+    "connects", "reconnects", "splits", "text_as_lists", "replayed", "deduped_samples",
+    "invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",
+    "dropped_spool_full", "dropped_too_large", "spool_errors", "internal_errors", "frames",
+    "waited_queue_full",
 )
 # counters that make a flush report failure when they grew since the previous flush
 LOSSES = ("invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",

@@ -34,8 +34,9 @@ from trainer_hooks.transport.options import SenderOptions
 from trainer_hooks.transport.outbox import Outbox, Outgoing, Row
 from trainer_hooks.transport.queue import FlushWaiters
 from trainer_hooks.transport.run import RunTarget
-from trainer_hooks.wire.protocol import decode, encode
+from trainer_hooks.wire.protocol import TEXT_COLUMNS, ProtocolError, decode, decode_frame, encode
 from trainer_hooks.wire.protocol import split as split_message
+from trainer_hooks.wire.texts import PackedText
 
 log = logging.getLogger("trainer_hooks.sender")
 
@@ -228,6 +229,8 @@ class Connection:
         if row is None:
             return
         self.in_flight_bytes -= len(row.body)
+        if kind == "error" and self.text_as_lists(row, reply):
+            return
         self.done_ids.append(row.msg_id)
         if kind == "ack":
             self.session_acks += 1
@@ -299,6 +302,30 @@ class Connection:
                                  "(close 4429); sending at most %.0f messages/s", self.rate)
         else:
             self.note_failure(f"connection closed ({code}): {exc}")
+
+    def text_as_lists(self, row: Row, reply: dict[str, Any]) -> bool:
+        """A server older than packed text (`trainer_hooks.wire.texts`) refuses a packed text
+        column as a wrong type: the message goes again (to the end of the outbox, same id:
+        the refusal stored nothing) with its text as lists of strings, so its samples are not
+        lost. True when it was requeued so."""
+        if reply.get("field") not in TEXT_COLUMNS or row.fmt != "msgpack":
+            return False
+        try:
+            raw = decode_frame(row.body, binary=True)
+        except ProtocolError:
+            return False
+        if not isinstance(raw, dict) or not any(isinstance(raw.get(name), PackedText)
+                                                for name in TEXT_COLUMNS):
+            return False
+        body = encode(decode(row.body, row.fmt), row.fmt, pack_text=False)
+        self.outbox.replace(row.msg_id, [Outgoing(row.msg_id, row.kind, row.n, row.fmt, body)])
+        self.books.count("text_as_lists")
+        self.books.warn_once("text_as_lists", "telescope: the server refused packed sample "
+                             "text (%s); messages with text are sent again with it as lists "
+                             "of strings (an older server: upgrade it)", reply.get("message"))
+        self.waiters.requeued()
+        self.waiters.check()
+        return True
 
     def split(self, row: Row, why: str) -> None:
         """Halve a message that is too large (its halves go to the end of the outbox), or

@@ -327,6 +327,19 @@ def _text_columns(obj: dict[str, Any], n: int
     return out[0], out[1], total
 
 
+def check_text(msg: Samples) -> None:
+    """Wait for the check of the message's packed text columns (begun by `validate_samples`
+    on a helper thread when large): one whose text is not what it says is a ProtocolError
+    naming it. The server calls it before the message's commit (ingest.texts.verify)."""
+    for name in TEXT_COLUMNS:
+        column = getattr(msg, name)
+        if isinstance(column, TextColumn):
+            try:
+                column.text()
+            except PackedError as exc:
+                raise ProtocolError("invalid", name, f"{name}: {exc}") from None
+
+
 def _too_much_packed(name: str, total: int) -> str:
     return (f"{name}: the message carries at least {total:,} bytes of prompt and completion "
             f"text; the server takes at most {_text_limit:,} per samples message (split the "

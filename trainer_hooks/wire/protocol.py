@@ -30,6 +30,7 @@ from trainer_hooks.wire.columns import (
     SAMPLE_COLUMNS,
     STRING_COLUMNS,
     TEXT_COLUMNS,
+    check_text,
     set_text_limit,
     text_limit,
     utf8_bytes,
@@ -75,7 +76,7 @@ __all__ = [
     "MAX_ID_CHARS", "MAX_KEY_CHARS", "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE",
     "MAX_STEPS_PER_MESSAGE", "MAX_TEXT_CHARS", "MAX_UNIX_SECONDS", "MESSAGE_TYPES",
     "NUMBER_COLUMNS", "OPTIONAL_COLUMNS", "OPTIONAL_LABEL_COLUMNS", "OPTIONAL_NUMBER_COLUMNS",
-    "RUN_STATUSES", "SAMPLE_COLUMNS", "STRING_COLUMNS", "TEXT_COLUMNS", "VERSION",
+    "RUN_STATUSES", "SAMPLE_COLUMNS", "STRING_COLUMNS", "TEXT_COLUMNS", "VERSION", "check_text",
     "AnyMessage", "Barrier", "EnvironmentDecl", "Message", "ProtocolError", "Ranges", "RunEnd",
     "RunStart", "Samples", "Step", "check_key", "decode", "decode_frame", "encode",
     "encode_json", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
@@ -248,19 +249,20 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], str, str, str], AnyMessage]] = 
 # ---------------------------------------------------------------- encoding
 
 
-def encode(message: dict[str, Any], fmt: str) -> bytes:
+def encode(message: dict[str, Any], fmt: str, *, pack_text: bool = True) -> bytes:
     """The bytes of one frame: `fmt` "json" (a text frame; numpy arrays become lists, NaN and
     ±Inf null) or "msgpack" (a binary frame; number arrays as typed arrays, see
     `trainer_hooks.wire.arrays`; text columns packed and compressed, `trainer_hooks.wire.texts`).
     msgpack is packed field by field (and metric by metric), so a big batch never holds the GIL
-    for one long C call while the training thread waits (zstd runs without it)."""
+    for one long C call while the training thread waits (zstd runs without it). `pack_text`
+    False: text columns as lists of strings (for a server older than packed text)."""
     if fmt == "json":
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
     packer = msgpack.Packer(use_bin_type=True, default=_plain_or_fail)
     parts = [packer.pack_map_header(len(message))]
     for key, value in message.items():
         parts.append(packer.pack(key))
-        if key in TEXT_COLUMNS and isinstance(value, list):
+        if pack_text and key in TEXT_COLUMNS and isinstance(value, list):
             parts.append(packer.pack(msgpack.ExtType(texts.TEXT, texts.pack(value))))
         elif isinstance(value, dict) and key == "metrics":
             parts.append(packer.pack_map_header(len(value)))

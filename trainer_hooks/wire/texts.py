@@ -6,14 +6,17 @@ of type 3 instead of a list of strings, holding the msgpack array `[index, lengt
 - `index`: int32 little-endian, one per sample: which distinct string it has, -1 for null;
 - `lengths`: int32 little-endian, the UTF-8 bytes of each distinct string;
 - `text`: the distinct strings' UTF-8, concatenated, as one zstd frame that records its
-  content size (which must be the sum of `lengths`).
+  content size (which must be the sum of `lengths`), nothing after it.
 
 A GRPO group's samples share their prompt: it is sent (and stored) once. `trainer_hooks`
 packs every text column so, on its sender thread, which moves compression from the one
 server to the many trainers: the server checks the column (bounded decompression, index and
 lengths in range, valid UTF-8 cut at character boundaries) without building a string per
-sample, and stores the compressed bytes as they came (`ingest.texts`). The server still
-takes lists of strings (JSON frames, other clients).
+sample, and stores the compressed bytes as they came (`ingest.texts`); the text itself is
+checked on a helper thread while the server stores the message's other columns
+(`TextColumn.text`, `columns.check_text`). The server still takes lists of strings (JSON
+frames, other clients, and the sender's fallback for a server older than this format:
+`transport.connection`).
 """
 
 from __future__ import annotations
@@ -56,11 +59,11 @@ def pack(values: list[str | None]) -> bytes:
     where[None] = -1
     index = np.fromiter(map(where.__getitem__, values), np.int32, len(values))
     joined = "".join(strings)
-    text = joined.encode("utf-8", "surrogatepass")
+    text = joined.encode("utf-8")  # (strict: a lone surrogate fails here, not at the server)
     if len(text) == len(joined):  # ASCII: a character is a byte
         lengths = np.fromiter(map(len, strings), np.int32, len(strings))
     else:
-        encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+        encoded = [s.encode("utf-8") for s in strings]
         lengths = np.fromiter(map(len, encoded), np.int32, len(strings))
     return msgpack.packb([index.astype("<i4").tobytes(), lengths.astype("<i4").tobytes(),
                           _cctx().compress(text)], use_bin_type=True)
@@ -100,8 +103,11 @@ class PackedText:
         if nbytes > max_bytes:  # before anything is decompressed
             raise TooMuchText(nbytes)
         size = int(lengths.sum())
-        if size > nbytes:  # (a string no sample has: bounds what is decompressed)
-            raise PackedError("packed text holds strings that no sample has")
+        if size > nbytes:  # distinct text beyond the samples' own: bounds what is decompressed
+            raise PackedError("packed text holds more text than its samples have")
+        if len(frame) > (size + (size >> 7) + 128 if size else 16):  # (zstd needs no more:
+            # nothing rides along uncounted; an empty frame is 9 bytes, 13 with a checksum)
+            raise PackedError("packed text's frame is larger than its text can compress to")
         try:
             declared = zstandard.frame_content_size(frame)
         except zstandard.ZstdError:
@@ -112,10 +118,12 @@ class PackedText:
         return TextColumn(self.data, index, lengths, frame, nbytes)
 
     def values(self) -> list[str | None]:
-        """Its strings, one per sample (None: null): the sender reading its own message."""
+        """Its strings, one per sample (None: null), trusted as checked (a stored column read
+        back, the sender reading its own message): decompressed here, not checked again."""
         index_b, lengths_b, frame = msgpack.unpackb(self.data, raw=True)
         return TextColumn(self.data, np.frombuffer(index_b, "<i4"),
-                          np.frombuffer(lengths_b, "<i4").astype(np.int64), frame, 0).values()
+                          np.frombuffer(lengths_b, "<i4").astype(np.int64), frame, 0,
+                          checked=True).values()
 
 
 class TooMuchText(ValueError):
@@ -132,13 +140,17 @@ class TextColumn:
     __slots__ = ("data", "index", "lengths", "nbytes", "_frame", "_pending", "_text")
 
     def __init__(self, data: bytes, index: np.ndarray, lengths: np.ndarray, frame: bytes,
-                 nbytes: int) -> None:
+                 nbytes: int, *, checked: bool = False) -> None:
         self.data, self.index, self.lengths, self.nbytes = data, index, lengths, nbytes
         self._frame = frame
-        self._text: bytes | None = None
-        pool = _pool() if len(frame) >= ASYNC_BYTES else None
-        self._pending: Future[bytes] | None = (
-            None if pool is None else pool.submit(_inflate, frame, lengths))
+        self._text: bytes | None = _dctx().decompress(frame) if checked else None
+        self._pending: Future[bytes] | None = None
+        pool = _pool() if not checked and len(frame) >= ASYNC_BYTES else None
+        if pool is not None:
+            try:
+                self._pending = pool.submit(_inflate, frame, lengths)
+            except RuntimeError:  # the interpreter is shutting down: `text()` does it here
+                pass
 
     def text(self) -> bytes:
         """The UTF-8 text of the distinct strings; raises PackedError when it is not what the
@@ -182,8 +194,8 @@ def _pool() -> ThreadPoolExecutor | None:
 
 def _inflate(frame: bytes, lengths: np.ndarray) -> bytes:
     size = int(lengths.sum())
-    try:
-        text = _dctx().decompress(frame, max_output_size=size)
+    try:  # one frame, nothing after it
+        text = _dctx().decompress(frame, max_output_size=size, allow_extra_data=False)
     except zstandard.ZstdError as exc:
         raise PackedError(f"packed text does not decompress: {exc}") from None
     if len(text) != size:
