@@ -46,7 +46,7 @@ def _apply(project_id: int, msg: p.AnyMessage,
         with transaction.atomic():  # a savepoint inside a batch
             return apply_message(project_id, msg, created)
     except (DataError, p.ProtocolError) as exc:  # a value the database cannot hold, or packed
-        # text found bad while the message was stored (texts.verify): its fault alone
+        # text found bad while the message was stored (wire check_text): its fault alone
         if created is not None and before is not None:  # its series were rolled back too
             created.clear()
             created.update(before)

@@ -285,7 +285,9 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
     change = merge_observed(w.run.pk, msg, lambda: env_ranges(w.run.pk))
     if change is not None:
         renormalize.schedule(w.run.pk, change)  # a wider observed range renormalizes every step
-    texts.verify(msg)  # its packed text decompressed meanwhile: a bad one undoes the message
+    # Its packed text was checked on a helper thread meanwhile (wire.texts): wait for it before
+    # the commit; a bad one is a ProtocolError that undoes the message (frames._apply).
+    p.check_text(msg)
     w.dirty = True
     w.see_step(int(steps[-1]))
 

@@ -62,7 +62,7 @@ from django.db import connection
 
 from ingest import columns
 from trainer_hooks.wire import protocol as p
-from trainer_hooks.wire.texts import PackedText, TextColumn
+from trainer_hooks.wire.texts import PackedText, TextColumn, distinct
 
 RAW, ZLIB, PACKED, ZSTD, STORED, WIRE = (b"\x00", b"\x01", b"\x03", b"\x04", b"\x05",
                                          b"\x06")
@@ -122,7 +122,7 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
                          _as_sent(msg.n, sent)))
         slices = []
     if slices:
-        verify(msg)  # (the fallback reads the packed text)
+        p.check_text(msg)  # (the fallback reads the packed text)
     lists = [c.values() if isinstance(c, TextColumn) else c for c in wire] if slices else []
     for step, idx in slices:  # one row per step the message spans (usually one)
         cols = (_take(lists[0], idx), _take(lists[1], idx))
@@ -139,14 +139,6 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
                     " SET nbytes = ingest_sampletextusage.nbytes + excluded.nbytes",
                     [run_id, sum(r[4] for r in rows)])
     return {}
-
-
-def verify(msg: p.Samples) -> None:
-    """Wait for the check of the message's packed text (begun when it was validated, on a
-    helper thread, while the message's other columns were stored): a column that is not what
-    it says is a ProtocolError naming it, raised inside the message's savepoint, so nothing of
-    the message is stored. Called before the message's commit."""
-    p.check_text(msg)
 
 
 def _as_sent(n: int, sent: list[TextColumn | None]) -> bytes:
@@ -170,14 +162,9 @@ def pack(cols: Texts, nbytes: int | None = None) -> tuple[int, bytes] | None:
         return None
     n = len(present[0])
     values = present[0] if len(present) == 1 else present[0] + present[1]
-    distinct = dict.fromkeys(values)
-    distinct.pop(None, None)
-    if not distinct:
+    strings, index = distinct(values)
+    if not strings:
         return None
-    strings: list[str] = list(distinct)  # type: ignore[arg-type]  # None popped
-    where: dict[str | None, int] = dict(zip(strings, range(len(strings)), strict=True))
-    where[None] = -1
-    index = np.fromiter(map(where.__getitem__, values), np.int32, len(values))
     lengths = np.fromiter(map(len, strings), np.int32, len(strings))
     joined = "".join(strings)
     text = joined.encode("utf-8", "surrogatepass")

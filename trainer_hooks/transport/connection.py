@@ -34,9 +34,15 @@ from trainer_hooks.transport.options import SenderOptions
 from trainer_hooks.transport.outbox import Outbox, Outgoing, Row
 from trainer_hooks.transport.queue import FlushWaiters
 from trainer_hooks.transport.run import RunTarget
-from trainer_hooks.wire.protocol import TEXT_COLUMNS, ProtocolError, decode, decode_frame, encode
+from trainer_hooks.wire.protocol import (
+    TEXT_COLUMNS,
+    ProtocolError,
+    decode,
+    decode_frame,
+    encode,
+    unpack_text,
+)
 from trainer_hooks.wire.protocol import split as split_message
-from trainer_hooks.wire.texts import PackedText
 
 log = logging.getLogger("trainer_hooks.sender")
 
@@ -311,13 +317,12 @@ class Connection:
         if reply.get("field") not in TEXT_COLUMNS or row.fmt != "msgpack":
             return False
         try:
-            raw = decode_frame(row.body, binary=True)
+            message = decode_frame(row.body, binary=True)
         except ProtocolError:
             return False
-        if not isinstance(raw, dict) or not any(isinstance(raw.get(name), PackedText)
-                                                for name in TEXT_COLUMNS):
-            return False
-        body = encode(decode(row.body, row.fmt), row.fmt, pack_text=False)
+        if not isinstance(message, dict) or not unpack_text(message):
+            return False  # (sent as lists already: refused for another reason)
+        body = encode(message, row.fmt, pack_text=False)
         self.outbox.replace(row.msg_id, [Outgoing(row.msg_id, row.kind, row.n, row.fmt, body)])
         self.books.count("text_as_lists")
         self.books.warn_once("text_as_lists", "telescope: the server refused packed sample "

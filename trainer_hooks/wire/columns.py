@@ -330,7 +330,7 @@ def _text_columns(obj: dict[str, Any], n: int
 def check_text(msg: Samples) -> None:
     """Wait for the check of the message's packed text columns (begun by `validate_samples`
     on a helper thread when large): one whose text is not what it says is a ProtocolError
-    naming it. The server calls it before the message's commit (ingest.texts.verify)."""
+    naming it. The server calls it before the message's commit (ingest.store)."""
     for name in TEXT_COLUMNS:
         column = getattr(msg, name)
         if isinstance(column, TextColumn):

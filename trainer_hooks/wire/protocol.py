@@ -80,8 +80,8 @@ __all__ = [
     "AnyMessage", "Barrier", "EnvironmentDecl", "Message", "ProtocolError", "Ranges", "RunEnd",
     "RunStart", "Samples", "Step", "check_key", "decode", "decode_frame", "encode",
     "encode_json", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
-    "split", "split_key", "step_number", "text_limit", "utf8_bytes", "validate_message",
-    "validate_samples",
+    "split", "split_key", "step_number", "text_limit", "unpack_text", "utf8_bytes",
+    "validate_message", "validate_samples",
 ]
 
 
@@ -287,10 +287,17 @@ def decode(body: bytes, fmt: str) -> dict[str, Any]:
     message = decode_frame(body, binary=fmt == "msgpack")
     if not isinstance(message, dict):
         raise ProtocolError("wrong_type", None, "a message must be an object")
-    for name in TEXT_COLUMNS:  # packed by `encode`: lists again (a split halves them)
-        if isinstance(message.get(name), texts.PackedText):
-            message[name] = message[name].values()
+    unpack_text(message)  # packed by `encode`: lists again (a split halves them)
     return message
+
+
+def unpack_text(message: dict[str, Any]) -> bool:
+    """A decoded message's packed text columns as lists of strings again, in place; True when
+    it had any."""
+    packed = [name for name in TEXT_COLUMNS if isinstance(message.get(name), texts.PackedText)]
+    for name in packed:
+        message[name] = message[name].values()
+    return bool(packed)
 
 
 def _plain_or_fail(obj: Any) -> Any:

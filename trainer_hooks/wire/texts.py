@@ -50,14 +50,20 @@ def _dctx() -> zstandard.ZstdDecompressor:
     return ctx
 
 
-def pack(values: list[str | None]) -> bytes:
-    """A text column as the payload of its extension value."""
-    distinct = dict.fromkeys(values)
-    distinct.pop(None, None)
-    strings: list[str] = list(distinct)  # type: ignore[arg-type]  # None popped
+def distinct(values: list[str | None]) -> tuple[list[str], np.ndarray]:
+    """The distinct strings of some values, in order of first appearance, and each value's
+    index among them (int32, -1 for None): a group's shared prompt once."""
+    seen = dict.fromkeys(values)
+    seen.pop(None, None)
+    strings: list[str] = list(seen)  # type: ignore[arg-type]  # None popped
     where: dict[str | None, int] = dict(zip(strings, range(len(strings)), strict=True))
     where[None] = -1
-    index = np.fromiter(map(where.__getitem__, values), np.int32, len(values))
+    return strings, np.fromiter(map(where.__getitem__, values), np.int32, len(values))
+
+
+def pack(values: list[str | None]) -> bytes:
+    """A text column as the payload of its extension value."""
+    strings, index = distinct(values)
     joined = "".join(strings)
     text = joined.encode("utf-8")  # (strict: a lone surrogate fails here, not at the server)
     if len(text) == len(joined):  # ASCII: a character is a byte
