@@ -183,10 +183,10 @@ def _id_codes(raws: list[Raw], step_of_batch: np.ndarray, n_steps: int,
     sizes = [r["n"] for r in raws]
     codes = np.empty(int(sum(sizes)), dtype=np.int64)
     as_int = ~stringy[step_of_batch]
-    if as_int.any():
-        ints = np.frombuffer(b"".join(r[name]["i"] for r, yes in zip(raws, as_int, strict=True)
-                                      if yes), dtype="<i8")
-        codes[np.repeat(as_int, sizes)] = np.unique(ints, return_inverse=True)[1]
+    if as_int.any():  # an integer id is its own code (codes only compare within a step)
+        codes[np.repeat(as_int, sizes)] = np.frombuffer(
+            b"".join(r[name]["i"] for r, yes in zip(raws, as_int, strict=True) if yes),
+            dtype="<i8")
     if not as_int.all():
         mine = [r for r, yes in zip(raws, as_int, strict=True) if not yes]
         uniques, index = _strings(mine, name)
@@ -196,6 +196,34 @@ def _id_codes(raws: list[Raw], step_of_batch: np.ndarray, n_steps: int,
         ranks = np.fromiter(map(rank.__getitem__, uniques), dtype=np.int64, count=len(uniques))
         codes[np.repeat(~as_int, sizes)] = ranks[index]
     return codes
+
+
+class Order:
+    """A permutation of the samples (None: they are in order already, nothing to gather)."""
+
+    def __init__(self, index: np.ndarray | None) -> None:
+        self.index = index
+
+    def take(self, column: np.ndarray) -> np.ndarray:
+        return column if self.index is None else column[self.index]
+
+
+def canonical_order(step: np.ndarray, group: np.ndarray, sample: np.ndarray,
+                    reward: np.ndarray) -> Order:
+    """The order by step, then group, sample id and reward (`step` is non-decreasing already,
+    batches being laid out step by step). Trainers mostly send a step's samples in that order:
+    a linear check then spares the sort (measured: 39 of 63 ms assembling 512 steps of 512
+    samples). Ties (same group, sample id and reward) are duplicates."""
+    if step.size > 1:
+        same_step = step[1:] == step[:-1]
+        g0, g1, s0, s1 = group[:-1], group[1:], sample[:-1], sample[1:]
+        with np.errstate(invalid="ignore"):  # a NaN reward compares False: the sort decides
+            ahead = (g1 > g0) | ((g1 == g0) & ((s1 > s0) | ((s1 == s0)
+                                                            & (reward[1:] >= reward[:-1]))))
+        if not (ahead | ~same_step).all():
+            # lexsort: last key is primary.
+            return Order(np.lexsort((reward, sample, group, step)))
+    return Order(None)
 
 
 def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
@@ -212,10 +240,9 @@ def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
     sample_codes = _id_codes(raws, step_of_batch, len(steps), "sample_id")
     group_codes = _id_codes(raws, step_of_batch, len(steps), "group_id")
     reward = np.frombuffer(b"".join(r["reward"] for r in raws), dtype="<f8")
-    # lexsort: last key is primary. Ties (same group, sample id and reward) are duplicates.
-    order = np.lexsort((reward, sample_codes, group_codes, step))
-    step, group_codes = step[order], group_codes[order]
-    new_group = np.ones(order.size, dtype=bool)
+    order = canonical_order(step, group_codes, sample_codes, reward)
+    step, group_codes = order.take(step), order.take(group_codes)
+    new_group = np.ones(step.size, dtype=bool)
     new_group[1:] = (step[1:] != step[:-1]) | (group_codes[1:] != group_codes[:-1])
 
     env_names, env_codes = vocabulary(raws, "env")
@@ -223,30 +250,30 @@ def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
         env_names, env_codes = env_names[1:], env_codes - 1
     reasons, reason_codes = vocabulary(raws, "discard_reason")
     known = [DISCARD_NAMES.index(r) if r in DISCARD_NAMES[1:] else 0 for r in reasons]
-    discard = np.array(known, dtype=np.int8)[reason_codes[order]]
+    discard = np.array(known, dtype=np.int8)[order.take(reason_codes)]
 
     def column(name: str) -> np.ndarray | None:
         col = float_column(raws, lambda r: r.get(name))
-        return None if col is None else col[order]
+        return None if col is None else order.take(col)
 
     stop_length = None
     if any("stop_reason" in r for r in raws):
         stops, stop_codes = vocabulary(raws, "stop_reason")
         lut = np.array([np.nan if v == "" else float(v == "length") for v in stops])
-        stop_length = lut[stop_codes[order]]
+        stop_length = lut[order.take(stop_codes)]
     names = sorted({k for r in raws for k in r["metrics"]})
-    metrics = {k: _metric_column(raws, k)[order] for k in names}
+    metrics = {k: order.take(_metric_column(raws, k)) for k in names}
     metric_steps = {k: np.array([any(k in r["metrics"] for r in rs) for rs in steps])
                     for k in names}
     latest = np.full(len(steps), np.nan)
     times = column("time")
-    if times is not None and order.size:
+    if times is not None and step.size:
         starts = np.flatnonzero(np.diff(step, prepend=-1))
         latest[step[starts]] = np.fmax.reduceat(times, starts)
     samples = StepSamples(
-        reward=reward[order],
+        reward=order.take(reward),
         group=np.cumsum(new_group) - 1,
-        env=env_codes[order],
+        env=order.take(env_codes),
         env_names=list(env_names),
         discard=discard,
         advantage=column("advantage"),

@@ -28,8 +28,11 @@ from trainer_hooks.wire.texts import PackedText
 
 
 def offline(tmp_path: Path, url: str | None = None, **options: Any) -> Client:
-    """A client whose server is never there: everything stays in its outbox."""
+    """A client whose server is never there: everything stays in its outbox (each body
+    written as it is sealed: `spill_after=0`, so the file shows what was sealed when;
+    tests/hooks_sender/test_staging.py covers the default)."""
     options.setdefault("spool_dir", tmp_path / "spool")
+    options.setdefault("spill_after", 0)
     return connect(url or f"ws://127.0.0.1:{free_port()}", "tok", "run-1", backoff_max=0.2,
                    **options)
 
@@ -498,7 +501,8 @@ def test_a_bad_token_stops_the_client_and_keeps_the_outbox(tmp_path: Path,
 def test_a_failing_outbox_file_falls_back_to_memory(tmp_path: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     with ScriptedServer(lambda m, n: "ack") as server, caplog.at_level(logging.ERROR):
-        c = connect(server.url, "tok", "r", spool_dir=tmp_path)
+        # (every body written before it is sent; test_staging.py fails a spill instead)
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path, spill_after=0)
         assert c.flush(10)  # run.start stored: the outbox is idle
         # a full disk, for real: SQLite may not grow the sender's outbox file by one page
         outbox_db = c._engine.outbox._db  # type: ignore[union-attr]

@@ -211,3 +211,112 @@ def test_deleting_an_acknowledged_message_does_not_rewrite_its_body(tmp_path: Pa
         assert log < 64 << 10, log  # the b-tree and freelist pages, not the megabyte
     finally:
         spool.close()
+
+
+def on_disk(path: Path) -> dict[str, int]:
+    """msg id -> length of its body as the outbox file holds it (what another process sees)."""
+    import sqlite3
+    db = sqlite3.connect(str(path))
+    try:
+        return dict(db.execute("SELECT msg_id, length(body) FROM outbox").fetchall())
+    finally:
+        db.close()
+
+
+def test_a_staged_outbox_writes_bodies_only_when_spilled(tmp_path: Path) -> None:
+    """Staged (the sender's default): rows and sample identities are written at once, bodies
+    stay in memory until spilled; an acknowledged message's body never reaches the disk."""
+    spool = Outbox(tmp_path / "a.sqlite", staged=True)
+    try:
+        spool.take_incarnation(False, "inc")
+        spool.append([out(1, 3, ["a"]), out(2), out(3)])
+        assert on_disk(tmp_path / "a.sqlite") == {"m-1": 0, "m-2": 0, "m-3": 0}
+        assert [r.body for r in spool.pending()] == [b"body-1", b"body-2", b"body-3"]
+        assert (spool.rows, spool.bytes, spool.staged_bytes) == (3, 18, 18)
+        spool.delete(["m-2"])  # acknowledged while staged: nothing was written for it
+        assert (spool.rows, spool.bytes, spool.staged_bytes) == (2, 12, 12)
+        assert spool.spill() == 2 and spool.staged_bytes == 0 and spool.oldest_staged() is None
+        assert on_disk(tmp_path / "a.sqlite") == {"m-1": 6, "m-3": 6}
+        assert [r.body for r in spool.pending()] == [b"body-1", b"body-3"]
+        spool.append([out(4)])
+        sealed = spool.oldest_staged()
+        assert sealed is not None
+        assert spool.spill(older_than=sealed) == 0  # (sealed at that instant, not before)
+        assert spool.spill(older_than=sealed + 1) == 1
+        spool.delete(["m-1", "m-3", "m-4"])
+        assert (spool.rows, spool.bytes) == (0, 0)
+    finally:
+        spool.close()
+
+
+def test_messages_staged_by_a_killed_process_are_dropped_with_their_identities(
+        tmp_path: Path) -> None:
+    """A process killed before spilling loses its staged messages: the next open drops their
+    rows (nothing empty is ever sent) and their sample identities (a resume must log those
+    samples again, not leave them out), counts them, and keeps what was spilled."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        import msgpack
+        from trainer_hooks.transport.outbox import Outgoing, open_slot
+        spool = open_slot(__import__("pathlib").Path({str(tmp_path)!r}), "run/1", staged=True)
+        spool.take_incarnation(False, "inc")
+        def ident(i):
+            return (i, i, msgpack.packb([i, None, [0], [f"k{{i}}"]]))
+        spool.append([Outgoing(f"m-{{i}}", "samples", 1, "msgpack", b"x" * 100, ident(i))
+                      for i in range(3)])
+        spool.spill()
+        spool.append([Outgoing(f"m-{{i}}", "samples", 1, "msgpack", b"y" * 100, ident(i))
+                      for i in range(3, 5)])
+        print("appended", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "appended"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    spool = open_slot(tmp_path, "run/1", staged=True)
+    try:
+        assert spool.lost == 2
+        rows = spool.pending(0, 100)
+        assert [(r.msg_id, r.body) for r in rows] == [(f"m-{i}", b"x" * 100) for i in range(3)]
+        spool.take_incarnation(True, "other")
+        assert spool.prev_max_step == 2  # the lost messages' samples are not remembered
+        assert spool.previous_keys(0, 9) == {i: {("", "0", f"k{i}")} for i in range(3)}
+    finally:
+        spool.close()
+
+
+def test_an_outbox_file_from_before_staging_opens_with_its_identities(tmp_path: Path) -> None:
+    """Outbox files written by an older trainer_hooks have no `sealed.seq`: it is added, and
+    their messages and sample identities stay."""
+    import sqlite3
+    db = sqlite3.connect(str(tmp_path / "a.sqlite"))
+    db.executescript("""
+        CREATE TABLE outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL, n INTEGER NOT NULL DEFAULT 0, fmt TEXT NOT NULL,
+            body BLOB NOT NULL, created REAL NOT NULL);
+        CREATE TABLE sealed (id INTEGER PRIMARY KEY, step_min INTEGER NOT NULL,
+            step_max INTEGER NOT NULL, gen INTEGER NOT NULL, incarnation TEXT NOT NULL,
+            data BLOB NOT NULL);
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('gen', '1'), ('incarnation', 'inc');
+    """)
+    ident = identity_record({"step": 7, "env": None, "group_id": [0], "sample_id": ["s"]})
+    db.execute("INSERT INTO outbox (msg_id, kind, fmt, body, created) VALUES "
+               "('old', 'samples', 'msgpack', x'01', 0)")
+    db.execute("INSERT INTO sealed (step_min, step_max, gen, incarnation, data) VALUES "
+               "(7, 7, 1, 'inc', ?)", (ident[2],))
+    db.commit()
+    db.close()
+    spool = Outbox(tmp_path / "a.sqlite", staged=True)
+    try:
+        assert spool.lost == 0 and [r.body for r in spool.pending()] == [b"\x01"]
+        assert spool.take_incarnation(True, "new") == "inc"
+        assert spool.previous_keys(7, 7) == {7: {("", "0", "s")}}
+    finally:
+        spool.close()

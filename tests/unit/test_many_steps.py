@@ -123,3 +123,28 @@ def test_assembling_many_steps_keeps_each_steps_canonical_order(data):
     firsts = [together.group[together.step == i].min() for i in range(len(per_step))]
     lasts = [together.group[together.step == i].max() for i in range(len(per_step))]
     assert all(last < first for last, first in zip(lasts[:-1], firsts[1:], strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_canonical_order_sorts_like_lexsort_and_spares_sorted_input(data):
+    """The linear check of columns.canonical_order: input already in order is left as it is
+    (no gather), anything else sorts as the lexsort would (ties are duplicates)."""
+    n = data.draw(st.integers(0, 40))
+    step = np.sort(np.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)),
+                            dtype=np.int64))
+    group = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
+                     dtype=np.int64)
+    sample = np.array(data.draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n)),
+                      dtype=np.int64)
+    reward = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, np.nan]),
+                                         min_size=n, max_size=n)), dtype=np.float64)
+    want = np.lexsort((reward, sample, group, step))
+    if data.draw(st.booleans()):  # hand it the input in order already
+        step, group, sample, reward = step[want], group[want], sample[want], reward[want]
+        want = np.arange(n)
+    order = columns.canonical_order(step, group, sample, reward)
+    keys = np.stack([step, group, sample, reward]).T
+    np.testing.assert_array_equal(keys[order.take(np.arange(n))], keys[want])
+    if np.array_equal(want, np.arange(n)) and not np.isnan(reward).any():
+        assert order.index is None  # nothing sorted, nothing gathered

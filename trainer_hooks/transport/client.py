@@ -35,10 +35,14 @@ pump pass of the sender thread, a few ms; `stats["waited_queue_full"]`) instead 
 anything. A daemon thread runs its own asyncio loop: every `poll_interval` it drains the deque,
 validates and converts the values (numpy), batches samples columnar (`max_batch_samples` /
 `max_batch_bytes`, sealed at least every `flush_interval`), gives every message a unique id (`<12
-hex of a uuid4>-<counter>`) and writes it to the on-disk outbox (`transport.outbox`, SQLite)
-*before* sending. The sender task pipelines messages in outbox order, small ones packed into batch
-frames (at most `max_in_flight` frames unacknowledged, client-side rate limit), the receiver task
-matches acks and error replies by id and deletes those messages from the outbox. On a lost
+hex of a uuid4>-<counter>`) and enters it in the on-disk outbox (`transport.outbox`, SQLite)
+*before* sending: its row and sample identities at once, its body once it has waited
+`spill_after` seconds (3) unacknowledged, at once while the server is away, on `sync()` and at
+`close()` (a body acknowledged sooner never touches the disk; `spill_after=0` or `fsync=True`:
+every body on disk before it is sent). The sender task pipelines messages in outbox order,
+small ones packed into batch frames (at most `max_in_flight` frames unacknowledged, client-side
+rate limit), the receiver task matches acks and error replies by id and deletes those messages
+from the outbox. On a lost
 connection everything unacknowledged is resent in order, with its original id, after a capped
 exponential backoff with jitter; the server acks a repeat as a duplicate and applies nothing twice.
 
@@ -48,8 +52,11 @@ reach the run they were logged for). With `resume=True` it also remembers which 
 previous process had sealed for that run (the last `dedupe_steps` steps): samples re-logged
 after resuming from a checkpoint are left out instead of being counted twice, with a warning
 (`stats["deduped_samples"]`). Without resume nothing is ever left out.
-`client.sync()` returns once everything logged so far is in the outbox; call it before writing
-a checkpoint and a crash loses nothing logged before the checkpoint.
+`client.sync()` returns once everything logged so far is in the outbox on disk (or
+acknowledged); call it before writing a checkpoint and a crash loses nothing logged before the
+checkpoint. A process killed outright loses what it logged in its last `spill_after` seconds
+that the server had not acknowledged; the next client of the slot says how many messages
+(`stats["lost_unspooled"]`), and a resume logs those steps again anyway.
 
 **Server answers.** An error reply drops that message (logged once per code and field, never
 retried). Close 4401 (bad token) stops sending for good, keeping the outbox for a later run with

@@ -3,7 +3,10 @@ call queue → outbox) and the connection (`Connection`: outbox → server) side
 
 The engine builds those parts on its thread, once the outbox is open, and hands each what it
 works with; they never reach back into the engine or the client. It resolves what a pump pass
-returns: syncs at once, flushes once their messages have left the outbox (`FlushWaiters`).
+returns: syncs at once (after spilling every staged body), flushes once their messages have
+left the outbox (`FlushWaiters`). It also decides when staged bodies reach the disk
+(`spill_due`): after `spill_after` seconds unacknowledged, while the server is away, past
+`max_staged_bytes`, on a sync and when the thread stops.
 `kick`, `status` and `outbox_path` may be called from any thread.
 """
 
@@ -13,6 +16,7 @@ import asyncio
 import logging
 import sqlite3
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -91,6 +95,7 @@ class SenderEngine:
         incarnation = self.take_incarnation(outbox)
         options, target, books = self.options, self.target, self.books
         books.count("replayed", outbox.rows)
+        books.count("lost_unspooled", outbox.lost)
         if outbox.rows:
             log.info("telescope: replaying %d unacknowledged messages from %s", outbox.rows,
                      outbox.path)
@@ -121,6 +126,7 @@ class SenderEngine:
                     await asyncio.sleep(0)
                 if pumped.written:
                     new_messages.set()
+                self.spill_due(outbox, everything=bool(pumped.syncs or pumped.stop))
                 for waiter in pumped.syncs:
                     waiter.resolve(pumped.stored)
                 for waiter in pumped.flushes:
@@ -132,7 +138,32 @@ class SenderEngine:
             connecting.cancel()
             await asyncio.gather(connecting, return_exceptions=True)
             waiters.resolve_all(False)
+            self.spill_due(outbox, everything=True)  # what was not acknowledged is replayed
             outbox.close()
+
+    def spill_due(self, outbox: Outbox, *, everything: bool) -> None:
+        """Write the staged bodies that are due to disk: all of them with `everything`, past
+        `max_staged_bytes` or while the server is away (not connected, the oldest staged for
+        half a second), else those staged `spill_after` seconds. A failing file: the outbox
+        carries on in memory, as when a write fails."""
+        if not outbox.staging:
+            return
+        oldest = outbox.oldest_staged()
+        if oldest is None:
+            return
+        o, now = self.options, time.monotonic()
+        away = self.connection is None or not self.connection.connected
+        try:
+            if everything or outbox.staged_bytes > o.max_staged_bytes or (
+                    away and now - oldest > min(o.spill_after, 0.5)):
+                outbox.spill()
+            elif now - oldest > o.spill_after:
+                outbox.spill(now - o.spill_after)
+        except (sqlite3.Error, OSError) as exc:
+            self.books.count("spool_errors")
+            log.error("telescope: writing the outbox failed (%s); continuing in memory only",
+                      exc)
+            outbox.move_to_memory()
 
     def open_outbox(self) -> Outbox:
         """This client's slot of the run's outbox (adopting dead clients' messages), or an
@@ -142,8 +173,10 @@ class SenderEngine:
             if options.spool:
                 base = Path(options.spool_dir) if options.spool_dir else \
                     outbox_files.default_dir()
-                return outbox_files.open_slot(base, self.target.run, name=options.spool_name,
-                                              fsync=options.fsync, scope=self.target.scope)
+                return outbox_files.open_slot(
+                    base, self.target.run, name=options.spool_name, fsync=options.fsync,
+                    scope=self.target.scope,
+                    staged=options.spill_after > 0 and not options.fsync)
             return Outbox(None)
         except (OSError, sqlite3.Error) as exc:
             log.warning("telescope: cannot open the outbox (%s); keeping messages in memory "

@@ -31,7 +31,12 @@ class SenderOptions:
     open_timeout: float = 10.0
     poll_interval: float = 0.05
     dedupe_steps: int = 10_000  # 0: no restart de-duplication of samples
-    fsync: bool = False  # True: survive power loss too, at an fsync per outbox write
+    fsync: bool = False  # True: survive power loss too, at an fsync per outbox write (and
+    # every message's body on disk before it is sent: no staging)
+    spill_after: float = 3.0  # a message's body is written to the outbox file once it waited
+    # this long unacknowledged (at once while the server is away, on sync() and at close);
+    # 0: every body on disk before it is sent
+    max_staged_bytes: int = 128 << 20  # bodies held in memory at most; more are spilled
     atexit_timeout: float = 2.0
     compression: str | None = None
     proxy: str | bool | None = True  # True: the system's proxy settings; None or False: no

@@ -2,10 +2,19 @@
 
 (The messages are encoded by `wire.protocol.encode`; this module only keeps their bytes.)
 
-Every message the sender seals is written here *before* it is sent and deleted when the server
+Every message the sender seals is entered here *before* it is sent and deleted when the server
 acknowledges it (or rejects it), so the outbox is exactly the set of messages not yet
 acknowledged; replaying it in `seq` order after a reconnect or a restart of the training process
 resends them with their original ids and the server applies each once.
+
+A *staged* outbox (the sender's default, `connect(spill_after=...)`) writes each message's row
+and sample identities at once but keeps its body in memory (its row's body is empty on disk)
+until `spill` writes it: the sender spills a body that waited `spill_after` seconds
+unacknowledged, every body while the server is away, on `sync()` and when the client stops. A
+message the server acknowledges within `spill_after` never has its body written to disk (about
+half of the sender's work before: bench/peers_workload.py). A process killed before it spilled
+loses those messages: the next open of the slot drops their rows and sample identities (so a
+resume logs those samples again) and says how many (`Outbox.lost`).
 
 Layout: `<spool dir>/<run key>/<slot>.sqlite`, `<slot>` = `slot-<i>` or a given name; the run
 key names the run and hashes it with the server URL and token (`scope`), so an outbox is only
@@ -18,9 +27,10 @@ unlocked slot (a client that died).
 Tables:
 - `outbox(seq INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT UNIQUE, kind, n, fmt, body, created)`
   — `fmt` is 'msgpack' (binary frame) or 'json' (text frame); `n` the sample count.
-- `sealed(step_min, step_max, gen, incarnation, data)` — which samples each process (`gen`) of
-  this slot has sealed for which run incarnation (per samples message: msgpack `[step, env,
-  group ids, sample ids]`, as on the wire), for the last few thousand steps, so a trainer that
+- `sealed(step_min, step_max, gen, incarnation, data, seq)` — which samples each process (`gen`)
+  of this slot has sealed for which run incarnation (per samples message: msgpack `[step, env,
+  group ids, sample ids]`, as on the wire; `seq` the message's), for the last few thousand
+  steps, so a trainer that
   *resumes* its run (`connect(..., resume=True)`) and re-logs the steps after its checkpoint
   does not double-count samples already on their way. Only a resume of the same incarnation
   consults it; a new experiment under the same name never does.
@@ -72,9 +82,11 @@ CREATE TABLE IF NOT EXISTS sealed (
     step_max INTEGER NOT NULL,
     gen INTEGER NOT NULL,
     incarnation TEXT NOT NULL,
-    data BLOB NOT NULL
+    data BLOB NOT NULL,
+    seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS sealed_steps ON sealed (incarnation, step_max, step_min);
+CREATE INDEX IF NOT EXISTS sealed_seq ON sealed (seq);
 DROP TABLE IF EXISTS logged;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -125,9 +137,14 @@ class Outbox:
     """One outbox file (or an in-memory one when `path` is None)."""
 
     def __init__(self, path: Path | None, *, lock_fd: int | None = None,
-                 fsync: bool = False, bump_gen: bool = True) -> None:
+                 fsync: bool = False, bump_gen: bool = True, staged: bool = False) -> None:
         self.path = path
         self._lock_fd = lock_fd
+        # seq -> (body, when sealed) of the messages whose body is not on disk yet (staged)
+        self._staged: dict[int, tuple[bytes, float]] = {}
+        self.staged_bytes = 0
+        self.staging = staged and path is not None
+        self.lost = 0  # messages an earlier process staged and never spilled (gone with it)
         self._db = sqlite3.connect(":memory:" if path is None else str(path),
                                    isolation_level=None, check_same_thread=False)
         try:
@@ -143,10 +160,12 @@ class Outbox:
                 # wrote its body to the log again (measured: the sender's writes 635 -> 290 MB
                 # for bench/peers_workload.py's 2,000 steps).
                 self._db.execute("PRAGMA secure_delete=OFF")
+            self._upgrade()
             self._db.executescript(_SCHEMA)
             with self._tx():
                 gen = int(self._meta("gen") or 0) + bump_gen
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('gen', ?)", (str(gen),))
+                self.lost = self._drop_unspilled()
         except BaseException:
             self.close()
             raise
@@ -157,6 +176,28 @@ class Outbox:
         self.rows, self.bytes = row.fetchone()
         self.last_seq: int = self._db.execute(
             "SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
+
+    def _upgrade(self) -> None:
+        """Outbox files written before staging have no `sealed.seq`: add it (their sample
+        identities all belong to messages whose body is on disk)."""
+        cols = [row[1] for row in self._db.execute("PRAGMA table_info(sealed)")]
+        if cols and "seq" not in cols:
+            self._db.execute("ALTER TABLE sealed ADD COLUMN seq INTEGER")
+
+    def _drop_unspilled(self) -> int:
+        """Rows whose body an earlier process kept in memory and never wrote (it died first):
+        the messages are gone, so their rows go, and their sample identities with them (a
+        resume must log those samples again, not leave them out). Returns how many."""
+        lost = [row[0] for row in self._db.execute(
+            "SELECT seq FROM outbox WHERE length(body) = 0")]
+        if lost:
+            self._db.executemany("DELETE FROM sealed WHERE seq = ?", [(q,) for q in lost])
+            self._db.executemany("DELETE FROM outbox WHERE seq = ?", [(q,) for q in lost])
+            log.warning("telescope: %d messages of %s were sealed by a process that ended "
+                        "before the server acknowledged them or they were spooled to disk "
+                        "(killed within spill_after of logging them); they are lost, and a "
+                        "resume logs their samples again", len(lost), self.path)
+        return len(lost)
 
     # ---------------------------------------------------------------- transactions
 
@@ -182,22 +223,55 @@ class Outbox:
 
     def append(self, messages: Sequence[Outgoing]) -> int:
         """Write messages (and their sample keys) in one transaction; returns the last seq."""
-        now = time.time()
+        now, sealed_at = time.time(), time.monotonic()
+        staging = self.staging
+        staged: list[tuple[int, bytes]] = []
         with self._tx():
             for m in messages:
                 cur = self._db.execute(
                     "INSERT OR IGNORE INTO outbox (msg_id, kind, n, fmt, body, created)"
-                    " VALUES (?, ?, ?, ?, ?, ?)", (m.msg_id, m.kind, m.n, m.fmt, m.body, now))
-                if cur.rowcount:
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (m.msg_id, m.kind, m.n, m.fmt, b"" if staging else m.body, now))
+                seq = cur.lastrowid if cur.rowcount else None
+                if seq is not None:
                     self.rows += 1
                     self.bytes += len(m.body)
+                    if staging:
+                        staged.append((seq, m.body))
                 if m.ident is not None:
                     self._db.execute("INSERT INTO sealed (step_min, step_max, gen, incarnation,"
-                                     " data) VALUES (?, ?, ?, ?, ?)",
-                                     (*m.ident[:2], self.gen, self.incarnation, m.ident[2]))
+                                     " data, seq) VALUES (?, ?, ?, ?, ?, ?)",
+                                     (*m.ident[:2], self.gen, self.incarnation, m.ident[2],
+                                      seq))
             self.last_seq = self._db.execute(
                 "SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
+        for seq, body in staged:  # (only once the rows are committed)
+            self._staged[seq] = (body, sealed_at)
+            self.staged_bytes += len(body)
         return self.last_seq
+
+    def spill(self, older_than: float | None = None) -> int:
+        """Write the staged bodies to disk — those sealed before `older_than` (a
+        time.monotonic() value), or all — in one transaction; returns how many."""
+        if not self._staged:
+            return 0
+        due = [(seq, body) for seq, (body, at) in self._staged.items()
+               if older_than is None or at < older_than]
+        if not due:
+            return 0
+        with self._tx():
+            self._db.executemany("UPDATE outbox SET body = ? WHERE seq = ?",
+                                 [(body, seq) for seq, body in due])
+        for seq, body in due:
+            del self._staged[seq]
+            self.staged_bytes -= len(body)
+        return len(due)
+
+    def oldest_staged(self) -> float | None:
+        """When the longest-staged body was sealed (time.monotonic()), or None."""
+        for _, at in self._staged.values():  # (sealed in seq order: the first is the oldest)
+            return at
+        return None
 
     def pending(self, after_seq: int = 0, limit: int = 64,
                 max_bytes: int | None = None) -> list[Row]:
@@ -209,10 +283,11 @@ class Outbox:
         rows: list[Row] = []
         size = 0
         for s, i, k, n, f, b in cur:
-            size += len(b)
+            body = bytes(b) if b else self._staged[s][0]
+            size += len(body)
             if rows and max_bytes is not None and size > max_bytes:
                 break
-            rows.append(Row(s, i, k, n, f, bytes(b)))
+            rows.append(Row(s, i, k, n, f, body))
         cur.close()
         return rows
 
@@ -222,13 +297,20 @@ class Outbox:
         if not msg_ids:
             return
         with self._tx():
+            gone = []
             for mid in msg_ids:
                 row = self._db.execute(
-                    "DELETE FROM outbox WHERE msg_id = ? RETURNING length(body)", (mid,)
+                    "DELETE FROM outbox WHERE msg_id = ? RETURNING seq, length(body)", (mid,)
                 ).fetchone()
                 if row is not None:
-                    self.rows -= 1
-                    self.bytes -= row[0]
+                    gone.append(row)
+        for seq, size in gone:  # (only once the deletes are committed)
+            self.rows -= 1
+            staged = self._staged.pop(seq, None)
+            if staged is not None:
+                size = len(staged[0])
+                self.staged_bytes -= size
+            self.bytes -= size
 
     def replace(self, msg_id: str, messages: Sequence[Outgoing]) -> None:
         """Swap one message for others (a split), atomically; they go to the end."""
@@ -296,6 +378,7 @@ class Outbox:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._db.executescript(_SCHEMA)
         now = time.time()
+        self._staged, self.staged_bytes, self.staging = {}, 0, False
         with self._tx():
             self._db.executemany(
                 "INSERT INTO outbox (seq, msg_id, kind, n, fmt, body, created)"
@@ -345,7 +428,7 @@ def _try_lock(path: Path) -> int | None:
 
 
 def open_slot(directory: Path, run: str, *, name: str | None = None,
-              fsync: bool = False, scope: str = "") -> Outbox:
+              fsync: bool = False, scope: str = "", staged: bool = False) -> Outbox:
     """Open (creating) this client's slot of `run` under `directory` and adopt the pending
     messages of unlocked slots left by clients that died.
 
@@ -363,7 +446,7 @@ def open_slot(directory: Path, run: str, *, name: str | None = None,
         if fd is not None:
             if name is not None and stem != candidates[0]:
                 log.warning("telescope: spool slot %r is in use; using %s", name, stem)
-            mine = Outbox(base / f"{stem}.sqlite", lock_fd=fd, fsync=fsync)
+            mine = Outbox(base / f"{stem}.sqlite", lock_fd=fd, fsync=fsync, staged=staged)
             break
     if mine is None:
         raise OSError(f"all {MAX_SLOTS} spool slots of {base} are in use")
