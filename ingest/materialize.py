@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import close_old_connections, connection, transaction
 
 from ingest import broadcast, pointstore, renormalize
 from ingest.aggregate import Table, aggregate_blobs
@@ -34,7 +34,7 @@ from ingest.reads import pending_steps
 from ingest.runs import lock_run
 from ingest.series_ids import series_id
 from ingest.store import Outcome, PointWriter, publish_series_pks
-from ingest.worker import die_with_parent
+from ingest.worker import start_worker
 
 log = logging.getLogger(__name__)
 
@@ -162,27 +162,40 @@ def _compute(run_id: int, states: list[tuple[int, int, float, bool]], t0: float
                       norm_only)
 
 
+def _aggregate(blobs: list[list[bytes]], ranges: dict[str, EnvRanges], observed: Observed,
+               norm_only: bool = False) -> tuple[np.ndarray, np.ndarray, Table]:
+    if not blobs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), Table([], np.zeros((0, 0)))
+    return aggregate_blobs(blobs, ranges, observed, norm_only)
+
+
 _POOL: ProcessPoolExecutor | None = None
 
 
-def _aggregate(blobs: list[list[bytes]], ranges: dict[str, EnvRanges], observed: Observed,
-               norm_only: bool = False) -> tuple[np.ndarray, np.ndarray, Table]:
-    """In a worker process when TELESCOPE_AGGREGATE_WORKERS > 0 (the server's default), so a
-    pass's numpy work never holds the GIL that the ingest thread needs for its acks."""
+def worker_pool() -> ProcessPoolExecutor | None:
+    """The pipeline's worker process(es) when TELESCOPE_AGGREGATE_WORKERS > 0 (the server's
+    default), started on first use: a pass's claim, reads, numpy work and point writes run
+    there, with its own database connection, so they never hold the GIL that the ingest
+    thread needs for its acks (measured: about 0.6 s of the server's 1.6 s of GIL time for
+    bench/peers_workload.py's 2,000 steps). None: on the server's own threads."""
     global _POOL
-    if not blobs:
-        return np.zeros(0, dtype=np.int64), np.zeros(0), Table([], np.zeros((0, 0)))
     workers = getattr(settings, "TELESCOPE_AGGREGATE_WORKERS", 0)
     if workers <= 0:
-        return aggregate_blobs(blobs, ranges, observed, norm_only)
+        return None
     if _POOL is None:
         _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                    initializer=die_with_parent)
+                                    initializer=start_worker)
+    return _POOL
+
+
+def in_worker(fn: Callable[..., T], *args: Any) -> T:
+    """(In the worker process) `fn(*args)` with a usable database connection, as
+    database_sync_to_async gives the server's threads."""
+    close_old_connections()
     try:
-        return _POOL.submit(aggregate_blobs, blobs, ranges, observed, norm_only).result()
-    except BrokenProcessPool:
-        _POOL = None  # the worker died (e.g. killed): start a new one next time
-        raise
+        return fn(*args)
+    finally:
+        close_old_connections()
 
 
 def write_results(run_id: int, result: PassResult) -> Outcome | None:
@@ -460,8 +473,10 @@ class Materializer:
                 small = (len(result.steps) < min(GATHER_STEPS, STEPS_PER_PASS)
                          and int(result.n.sum()) < SAMPLES_PER_PASS // 4
                          and not self._urgent(run_id))
+                # (the write first: one worker process takes them in this order)
+                write = asyncio.ensure_future(self._offload(write_counted, run_id, result))
                 ahead = None if small else self._compute(run_id, after)
-                outcome, left = await self._call(write_counted, run_id, result)
+                outcome, left = await write
                 if outcome is not None:
                     await broadcast.publish(outcome)
                 now = time.monotonic()
@@ -479,11 +494,25 @@ class Materializer:
                     await self._call(release, run_id, unused.steps)
         if reported_at is not None:
             await broadcast.publish_progress(run_id, 0)
-        await self._call(compact, run_id)
+        await self._offload(compact, run_id)
 
     def _compute(self, run_id: int, after: int | None) -> asyncio.Future[PassResult | None]:
+        if worker_pool() is not None:
+            return asyncio.ensure_future(self._offload(compute_dirty, run_id, after))
         return asyncio.ensure_future(database_sync_to_async(
             compute_dirty, thread_sensitive=False, executor=self.ahead)(run_id, after))
+
+    async def _offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` in the worker process, or without one on the materializer's thread."""
+        global _POOL
+        pool = worker_pool()
+        if pool is None:
+            return await self._call(fn, *args)
+        try:
+            return await asyncio.wrap_future(pool.submit(in_worker, fn, *args))
+        except BrokenProcessPool:
+            _POOL = None  # the worker died (e.g. killed): start a new one next time
+            raise
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` on the materializer's own thread (its own database connection)."""

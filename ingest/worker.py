@@ -1,4 +1,6 @@
-"""What an aggregation worker process runs at start (pure: no Django, importable by `spawn`)."""
+"""What the pipeline's worker process runs at start (ingest.materialize.worker_pool): it dies
+with the server and sets Django up for itself (its own database connection), aggregating in
+its own process rather than starting workers of its own."""
 
 from __future__ import annotations
 
@@ -24,3 +26,11 @@ def die_with_parent() -> None:
                 os._exit(0)
 
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+
+
+def start_worker() -> None:
+    die_with_parent()
+    os.environ["TELESCOPE_AGGREGATE_WORKERS"] = "0"  # it is the worker
+    import django
+
+    django.setup()
