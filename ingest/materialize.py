@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -537,6 +538,9 @@ async def sweep_forever(interval: float) -> None:
     another process (`manage.py declare_ranges`), a widened observed range, or a crash — is
     aggregated, with no page or trainer connected; and SQLite's write-ahead log is checkpointed."""
     MATERIALIZER.loop = asyncio.get_running_loop()
+    pool = worker_pool()
+    if pool is not None:  # start the worker (and its Django) now, not at the first pass
+        pool.submit(os.getpid)
     while True:
         try:
             await MATERIALIZER._call(renormalize.apply_due)
