@@ -113,6 +113,13 @@ def claim(run_id: int, after: int | None = None) -> list[tuple[int, int, float, 
     return states
 
 
+def release_all(run_id: int) -> None:
+    """Give back every claimed step of a run (its claimer died)."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE ingest_stepstate SET claimed_until = NULL WHERE run_id = %s"
+                    " AND claimed_until IS NOT NULL", [run_id])
+
+
 def release(run_id: int, steps: list[int]) -> None:
     """Give claimed steps back (written, or given up on)."""
     with connection.cursor() as cur:
@@ -183,9 +190,10 @@ def worker_pool() -> ProcessPoolExecutor | None:
     workers = getattr(settings, "TELESCOPE_AGGREGATE_WORKERS", 0)
     if workers <= 0:
         return None
-    if _POOL is None:
+    if _POOL is None:  # (the database it works on: this process's, a test database too)
         _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                    initializer=start_worker)
+                                    initializer=start_worker,
+                                    initargs=(connection.settings_dict["NAME"],))
     return _POOL
 
 
@@ -452,9 +460,21 @@ class Materializer:
 
     async def _drain(self, run_id: int) -> None:
         """Pass after pass until the run has no dirty step, publishing each pass's points as
-        it commits; the next pass is aggregated while this one is written. A backlog of more
+        it commits; the next pass is aggregated while this one is written (on the server's
+        threads; one worker process takes the write, then the next pass). A backlog of more
         than a pass (say, after a range change; not the step a live stream is writing) also
         publishes its progress, at most every PROGRESS_SECONDS, then 0 when done."""
+        try:
+            await self._passes(run_id)
+        except BrokenProcessPool:
+            # The worker died holding claims (a pass it was computing or writing): give the
+            # run's claimed steps back now rather than after CLAIM_SECONDS. (Another server
+            # process's claims on the run go too: at worst a step is aggregated twice; its
+            # version check keeps what is written exact.)
+            await self._call(release_all, run_id)
+            raise
+
+    async def _passes(self, run_id: int) -> None:
         reported_at = None
         after: int | None = None  # the last step of the pass being written
         ahead: asyncio.Future[PassResult | None] | None = self._compute(run_id, None)
@@ -512,7 +532,8 @@ class Materializer:
         try:
             return await asyncio.wrap_future(pool.submit(in_worker, fn, *args))
         except BrokenProcessPool:
-            _POOL = None  # the worker died (e.g. killed): start a new one next time
+            if _POOL is pool:  # the worker died (e.g. killed): start a new one next time
+                _POOL = None
             raise
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:

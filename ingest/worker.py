@@ -28,9 +28,14 @@ def die_with_parent() -> None:
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
-def start_worker() -> None:
+def start_worker(database_name: str) -> None:
+    """The worker's initializer: `database_name` is the server's (settings it changed at run
+    time, such as a test database's name, do not reach a spawned process otherwise)."""
     die_with_parent()
     os.environ["TELESCOPE_AGGREGATE_WORKERS"] = "0"  # it is the worker
     import django
 
     django.setup()
+    from django.db import connections
+
+    connections["default"].settings_dict["NAME"] = database_name

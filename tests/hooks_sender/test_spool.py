@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -215,7 +216,6 @@ def test_deleting_an_acknowledged_message_does_not_rewrite_its_body(tmp_path: Pa
 
 def on_disk(path: Path) -> dict[str, int]:
     """msg id -> length of its body as the outbox file holds it (what another process sees)."""
-    import sqlite3
     db = sqlite3.connect(str(path))
     try:
         return dict(db.execute("SELECT msg_id, length(body) FROM outbox").fetchall())
@@ -252,8 +252,9 @@ def test_a_staged_outbox_writes_bodies_only_when_spilled(tmp_path: Path) -> None
 def test_messages_staged_by_a_killed_process_are_dropped_with_their_identities(
         tmp_path: Path) -> None:
     """A process killed before spilling loses its staged messages: the next open drops their
-    rows (nothing empty is ever sent) and their sample identities (a resume must log those
-    samples again, not leave them out), counts them, and keeps what was spilled."""
+    rows (nothing empty is ever sent) and counts them; the sample identities of those never
+    sent go too (a resume logs those samples again), those of one sent stay (it may be stored:
+    a resume leaves its samples out). What was spilled is kept."""
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
@@ -266,8 +267,9 @@ def test_messages_staged_by_a_killed_process_are_dropped_with_their_identities(
         spool.append([Outgoing(f"m-{{i}}", "samples", 1, "msgpack", b"x" * 100, ident(i))
                       for i in range(3)])
         spool.spill()
-        spool.append([Outgoing(f"m-{{i}}", "samples", 1, "msgpack", b"y" * 100, ident(i))
-                      for i in range(3, 5)])
+        last = spool.append([Outgoing(f"m-{{i}}", "samples", 1, "msgpack", b"y" * 100,
+                                      ident(i)) for i in range(3, 6)])
+        spool.mark_sent(last - 2)  # m-3 left for the server; m-4 and m-5 never did
         print("appended", flush=True)
         time.sleep(60)
     """)
@@ -281,20 +283,25 @@ def test_messages_staged_by_a_killed_process_are_dropped_with_their_identities(
         proc.stdout.close()
     spool = open_slot(tmp_path, "run/1", staged=True)
     try:
-        assert spool.lost == 2
+        assert (spool.lost, spool.in_doubt) == (2, 1)
         rows = spool.pending(0, 100)
         assert [(r.msg_id, r.body) for r in rows] == [(f"m-{i}", b"x" * 100) for i in range(3)]
         spool.take_incarnation(True, "other")
-        assert spool.prev_max_step == 2  # the lost messages' samples are not remembered
-        assert spool.previous_keys(0, 9) == {i: {("", "0", f"k{i}")} for i in range(3)}
+        # the sent one may be stored: its samples stay remembered; the others' do not
+        assert spool.prev_max_step == 3
+        assert spool.previous_keys(0, 9) == {i: {("", "0", f"k{i}")} for i in range(4)}
     finally:
         spool.close()
+    again = open_slot(tmp_path, "run/1", staged=True)
+    try:  # counted once: the next open finds nothing more
+        assert (again.lost, again.in_doubt) == (0, 0)
+    finally:
+        again.close()
 
 
 def test_an_outbox_file_from_before_staging_opens_with_its_identities(tmp_path: Path) -> None:
     """Outbox files written by an older trainer_hooks have no `sealed.seq`: it is added, and
     their messages and sample identities stay."""
-    import sqlite3
     db = sqlite3.connect(str(tmp_path / "a.sqlite"))
     db.executescript("""
         CREATE TABLE outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL UNIQUE,
@@ -318,5 +325,51 @@ def test_an_outbox_file_from_before_staging_opens_with_its_identities(tmp_path: 
         assert spool.lost == 0 and [r.body for r in spool.pending()] == [b"\x01"]
         assert spool.take_incarnation(True, "new") == "inc"
         assert spool.previous_keys(7, 7) == {7: {("", "0", "s")}}
+    finally:
+        spool.close()
+
+
+def test_replaced_and_adopted_messages_are_written_to_disk_at_once(tmp_path: Path) -> None:
+    """In a staged outbox the halves of a split (replace) and a dead slot's messages (adopt)
+    were safe on disk before: they are written at once, and the original's sample identities
+    stand for the halves."""
+    dead = Outbox(tmp_path / "dead.sqlite")
+    dead.append([out(7), out(8)])
+    dead.close()
+    spool = Outbox(tmp_path / "a.sqlite", staged=True)
+    other = Outbox(tmp_path / "dead.sqlite", bump_gen=False)
+    try:
+        spool.take_incarnation(False, "inc")
+        spool.append([out(1, 5, ["a", "b"])])
+        assert spool.adopt(other) == 2
+        spool.replace("m-1", [out(2), out(3)])
+        assert on_disk(tmp_path / "a.sqlite") == {"m-7": 6, "m-8": 6, "m-2": 6, "m-3": 6}
+        assert spool.staged_bytes == 0 and spool.rows == 4
+    finally:
+        other.close()
+        spool.close()
+    again = Outbox(tmp_path / "a.sqlite", staged=True)
+    try:
+        assert (again.lost, again.in_doubt) == (0, 0)
+        assert [r.msg_id for r in again.pending()] == ["m-7", "m-8", "m-2", "m-3"]
+        again.take_incarnation(True, "x")
+        assert again.previous_keys(5, 5) == {5: {("", "0", "a"), ("", "0", "b")}}
+    finally:
+        again.close()
+
+
+def test_a_failed_transaction_changes_nothing_in_memory(tmp_path: Path) -> None:
+    """Counters and staged bodies change only once a transaction commits: a replace whose
+    append fails leaves the message, its staged body and the counts as they were."""
+    spool = Outbox(tmp_path / "a.sqlite", staged=True)
+    try:
+        spool.append([out(1), out(2)])
+        before = (spool.rows, spool.bytes, spool.staged_bytes, spool.last_seq)
+        unbindable: Any = object()  # the body's INSERT fails (after the delete succeeded)
+        with pytest.raises(sqlite3.Error):
+            spool.replace("m-1", [Outgoing("m-9", "step", 0, "msgpack", unbindable)])
+        assert (spool.rows, spool.bytes, spool.staged_bytes, spool.last_seq) == before
+        assert [(r.msg_id, r.body) for r in spool.pending()] == [("m-1", b"body-1"),
+                                                                  ("m-2", b"body-2")]
     finally:
         spool.close()

@@ -54,9 +54,11 @@ after resuming from a checkpoint are left out instead of being counted twice, wi
 (`stats["deduped_samples"]`). Without resume nothing is ever left out.
 `client.sync()` returns once everything logged so far is in the outbox on disk (or
 acknowledged); call it before writing a checkpoint and a crash loses nothing logged before the
-checkpoint. A process killed outright loses what it logged in its last `spill_after` seconds
-that the server had not acknowledged; the next client of the slot says how many messages
-(`stats["lost_unspooled"]`), and a resume logs those steps again anyway.
+checkpoint. A process killed outright loses the messages of its last `spill_after` seconds
+whose body was not on disk yet; the next client of the slot says how many: those never sent
+(`stats["lost_unspooled"]`; a resume logs their samples again) and those sent but not
+acknowledged (`stats["unconfirmed_unspooled"]`; the server may have stored them, so a resume
+leaves their samples out rather than risk counting them twice).
 
 **Server answers.** An error reply drops that message (logged once per code and field, never
 retried). Close 4401 (bad token) stops sending for good, keeping the outbox for a later run with
@@ -340,7 +342,8 @@ class Client:
     @property
     def stats(self) -> dict[str, int]:
         """Counters (see STAT_NAMES) plus `pending` (outbox messages not yet acknowledged),
-        `in_flight`, `spool_bytes`, `connected` (0/1) and `not_stored`."""
+        `in_flight`, `spool_bytes` (their bodies, on disk or staged in memory), `connected`
+        (0/1) and `not_stored`."""
         return {**self._books.counts(), **self._engine.status(),
                 "not_stored": self.ledger.total}
 

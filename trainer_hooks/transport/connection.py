@@ -168,10 +168,19 @@ class Connection:
                 self.in_flight_bytes += size
                 self.frames.append(([row.msg_id for row in frame], size))
                 self.cursor = frame[-1].seq
+                self.mark_sent(frame[-1].seq)
                 await ws.send(frame_bytes(frame))
                 self.books.count("sent", len(frame))
                 self.books.count("frames")
                 self.books.count("bytes_sent", size)
+
+    def mark_sent(self, seq: int) -> None:
+        """Record in the outbox that messages up to `seq` leave now (outbox.mark_sent)."""
+        try:
+            self.outbox.mark_sent(seq)
+        except sqlite3.Error as exc:  # only a crash's bookkeeping is at stake: send anyway
+            self.books.count("spool_errors")
+            self.books.warn_once("mark_sent", "telescope: outbox write failed: %s", exc)
 
     def frames_of(self, rows: list[Row]) -> list[list[Row]]:
         """Consecutive rows of one format packed into frames of at most FRAME_ROWS rows and

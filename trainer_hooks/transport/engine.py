@@ -96,6 +96,7 @@ class SenderEngine:
         options, target, books = self.options, self.target, self.books
         books.count("replayed", outbox.rows)
         books.count("lost_unspooled", outbox.lost)
+        books.count("unconfirmed_unspooled", outbox.in_doubt)
         if outbox.rows:
             log.info("telescope: replaying %d unacknowledged messages from %s", outbox.rows,
                      outbox.path)
@@ -126,9 +127,9 @@ class SenderEngine:
                     await asyncio.sleep(0)
                 if pumped.written:
                     new_messages.set()
-                self.spill_due(outbox, everything=bool(pumped.syncs or pumped.stop))
-                for waiter in pumped.syncs:
-                    waiter.resolve(pumped.stored)
+                spilled = self.spill_due(outbox, everything=bool(pumped.syncs or pumped.stop))
+                for waiter in pumped.syncs:  # (False: a body could not be written to disk)
+                    waiter.resolve(pumped.stored and spilled)
                 for waiter in pumped.flushes:
                     waiters.add(waiter)
                 waiters.check()
@@ -138,19 +139,21 @@ class SenderEngine:
             connecting.cancel()
             await asyncio.gather(connecting, return_exceptions=True)
             waiters.resolve_all(False)
-            self.spill_due(outbox, everything=True)  # what was not acknowledged is replayed
-            outbox.close()
+            try:
+                self.spill_due(outbox, everything=True)  # what was not acknowledged is replayed
+            finally:
+                outbox.close()
 
-    def spill_due(self, outbox: Outbox, *, everything: bool) -> None:
+    def spill_due(self, outbox: Outbox, *, everything: bool) -> bool:
         """Write the staged bodies that are due to disk: all of them with `everything`, past
         `max_staged_bytes` or while the server is away (not connected, the oldest staged for
         half a second), else those staged `spill_after` seconds. A failing file: the outbox
-        carries on in memory, as when a write fails."""
+        carries on in memory, as when a write fails, and this returns False."""
         if not outbox.staging:
-            return
+            return True
         oldest = outbox.oldest_staged()
         if oldest is None:
-            return
+            return True
         o, now = self.options, time.monotonic()
         away = self.connection is None or not self.connection.connected
         try:
@@ -164,6 +167,8 @@ class SenderEngine:
             log.error("telescope: writing the outbox failed (%s); continuing in memory only",
                       exc)
             outbox.move_to_memory()
+            return False
+        return True
 
     def open_outbox(self) -> Outbox:
         """This client's slot of the run's outbox (adopting dead clients' messages), or an

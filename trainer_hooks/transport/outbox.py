@@ -13,8 +13,12 @@ until `spill` writes it: the sender spills a body that waited `spill_after` seco
 unacknowledged, every body while the server is away, on `sync()` and when the client stops. A
 message the server acknowledges within `spill_after` never has its body written to disk (about
 half of the sender's work before: bench/peers_workload.py). A process killed before it spilled
-loses those messages: the next open of the slot drops their rows and sample identities (so a
-resume logs those samples again) and says how many (`Outbox.lost`).
+loses those messages: the next open of the slot drops their rows and says how many. Those
+never sent (`Outbox.lost`) lose their sample identities too, so a resume logs those samples
+again; those sent (`Outbox.in_doubt`; the connection records in `meta` how far it has sent,
+`mark_sent`, before it sends) may be stored, so their identities stay and a resume leaves
+those samples out. A transaction's changes to the in-memory state (counts, staged bodies)
+happen only once it commits (`_Tx`, `on_commit`).
 
 Layout: `<spool dir>/<run key>/<slot>.sqlite`, `<slot>` = `slot-<i>` or a given name; the run
 key names the run and hashes it with the server URL and token (`scope`), so an outbox is only
@@ -34,8 +38,8 @@ Tables:
   *resumes* its run (`connect(..., resume=True)`) and re-logs the steps after its checkpoint
   does not double-count samples already on their way. Only a resume of the same incarnation
   consults it; a new experiment under the same name never does.
-- `meta(name, value)` — `gen` (the process counter) and `incarnation` (the run attempt the
-  slot's latest client sent for; a resume continues it).
+- `meta(name, value)` — `gen` (the process counter), `incarnation` (the run attempt the
+  slot's latest client sent for; a resume continues it) and `sent` (the highest seq sent).
 
 The connection is used by one thread at a time (the sender's event-loop thread).
 """
@@ -49,7 +53,7 @@ import re
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -144,7 +148,10 @@ class Outbox:
         self._staged: dict[int, tuple[bytes, float]] = {}
         self.staged_bytes = 0
         self.staging = staged and path is not None
-        self.lost = 0  # messages an earlier process staged and never spilled (gone with it)
+        self.lost = 0  # messages an earlier process staged and never sent (gone with it)
+        self.in_doubt = 0  # ... and staged, sent, never acknowledged (the server may have them)
+        self._after: list[Callable[[], None]] = []
+        self._sent_mark = 0
         self._db = sqlite3.connect(":memory:" if path is None else str(path),
                                    isolation_level=None, check_same_thread=False)
         try:
@@ -165,7 +172,7 @@ class Outbox:
             with self._tx():
                 gen = int(self._meta("gen") or 0) + bump_gen
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('gen', ?)", (str(gen),))
-                self.lost = self._drop_unspilled()
+                self._drop_unspilled()
         except BaseException:
             self.close()
             raise
@@ -184,25 +191,36 @@ class Outbox:
         if cols and "seq" not in cols:
             self._db.execute("ALTER TABLE sealed ADD COLUMN seq INTEGER")
 
-    def _drop_unspilled(self) -> int:
-        """Rows whose body an earlier process kept in memory and never wrote (it died first):
-        the messages are gone, so their rows go, and their sample identities with them (a
-        resume must log those samples again, not leave them out). Returns how many."""
-        lost = [row[0] for row in self._db.execute(
+    def _drop_unspilled(self) -> None:
+        """Rows whose body an earlier process kept in memory and never wrote (it died first)
+        cannot be sent again: they go. One that was never sent (seq above the `sent` mark) is
+        lost, and its sample identities go with it, so a resume logs those samples again. One
+        that was sent may be stored: the server cannot be asked, so its identities stay (a
+        resume leaves those samples out rather than risk counting them twice)."""
+        sent = int(self._meta("sent") or 0)
+        gone = [row[0] for row in self._db.execute(
             "SELECT seq FROM outbox WHERE length(body) = 0")]
+        lost = [q for q in gone if q > sent]
+        self.lost, self.in_doubt = len(lost), len(gone) - len(lost)
         if lost:
             self._db.executemany("DELETE FROM sealed WHERE seq = ?", [(q,) for q in lost])
-            self._db.executemany("DELETE FROM outbox WHERE seq = ?", [(q,) for q in lost])
-            log.warning("telescope: %d messages of %s were sealed by a process that ended "
-                        "before the server acknowledged them or they were spooled to disk "
-                        "(killed within spill_after of logging them); they are lost, and a "
-                        "resume logs their samples again", len(lost), self.path)
-        return len(lost)
+        if gone:
+            self._db.executemany("DELETE FROM outbox WHERE seq = ?", [(q,) for q in gone])
+            self._db.execute("UPDATE sealed SET seq = NULL WHERE seq <= ?", (sent,))
+            log.warning("telescope: a process of %s ended before writing %d messages to disk "
+                        "that the server had not acknowledged (killed within spill_after of "
+                        "logging them): %d were never sent and are lost (a resume logs their "
+                        "samples again); %d were sent and may be stored (a resume leaves their "
+                        "samples out)", self.path, len(gone), self.lost, self.in_doubt)
 
     # ---------------------------------------------------------------- transactions
 
     def _tx(self) -> _Tx:
-        return _Tx(self._db)
+        return _Tx(self)
+
+    def on_commit(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once the current transaction commits (dropped if it rolls back)."""
+        self._after.append(fn)
 
     def _meta(self, name: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
@@ -221,11 +239,13 @@ class Outbox:
             (self.incarnation, self.gen)).fetchone()[0]
         return self.incarnation
 
-    def append(self, messages: Sequence[Outgoing]) -> int:
-        """Write messages (and their sample keys) in one transaction; returns the last seq."""
+    def append(self, messages: Sequence[Outgoing], *, staged: bool | None = None) -> int:
+        """Write messages (and their sample keys) in one transaction; returns the last seq.
+        `staged` False: bodies on disk now even in a staged outbox (messages that were safe on
+        disk already: adopted or replaced ones)."""
         now, sealed_at = time.time(), time.monotonic()
-        staging = self.staging
-        staged: list[tuple[int, bytes]] = []
+        staging = self.staging if staged is None else staged and self.staging
+        added: list[tuple[int, bytes]] = []
         with self._tx():
             for m in messages:
                 cur = self._db.execute(
@@ -234,21 +254,24 @@ class Outbox:
                     (m.msg_id, m.kind, m.n, m.fmt, b"" if staging else m.body, now))
                 seq = cur.lastrowid if cur.rowcount else None
                 if seq is not None:
-                    self.rows += 1
-                    self.bytes += len(m.body)
-                    if staging:
-                        staged.append((seq, m.body))
-                if m.ident is not None:
+                    added.append((seq, m.body))
+                if m.ident is not None:  # (seq NULL: its body is on disk)
                     self._db.execute("INSERT INTO sealed (step_min, step_max, gen, incarnation,"
                                      " data, seq) VALUES (?, ?, ?, ?, ?, ?)",
                                      (*m.ident[:2], self.gen, self.incarnation, m.ident[2],
-                                      seq))
-            self.last_seq = self._db.execute(
-                "SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
-        for seq, body in staged:  # (only once the rows are committed)
-            self._staged[seq] = (body, sealed_at)
-            self.staged_bytes += len(body)
-        return self.last_seq
+                                      seq if staging else None))
+            last: int = self._db.execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
+
+            def done() -> None:
+                self.last_seq = last
+                self.rows += len(added)
+                for seq, body in added:
+                    self.bytes += len(body)
+                    if staging:
+                        self._staged[seq] = (body, sealed_at)
+                        self.staged_bytes += len(body)
+            self.on_commit(done)
+        return last
 
     def spill(self, older_than: float | None = None) -> int:
         """Write the staged bodies to disk — those sealed before `older_than` (a
@@ -262,10 +285,23 @@ class Outbox:
         with self._tx():
             self._db.executemany("UPDATE outbox SET body = ? WHERE seq = ?",
                                  [(body, seq) for seq, body in due])
-        for seq, body in due:
-            del self._staged[seq]
-            self.staged_bytes -= len(body)
+            self._db.executemany("UPDATE sealed SET seq = NULL WHERE seq = ?",
+                                 [(seq,) for seq, _ in due])
+
+            def done() -> None:
+                for seq, body in due:
+                    if self._staged.pop(seq, None) is not None:
+                        self.staged_bytes -= len(body)
+            self.on_commit(done)
         return len(due)
+
+    def mark_sent(self, seq: int) -> None:
+        """(Staged outbox) the messages up to `seq` are about to be sent: recorded first, so
+        that after a crash one whose body was never written counts as possibly stored."""
+        if self.staging and seq > self._sent_mark:
+            with self._tx():
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('sent', ?)", (str(seq),))
+            self._sent_mark = seq
 
     def oldest_staged(self) -> float | None:
         """When the longest-staged body was sealed (time.monotonic()), or None."""
@@ -304,19 +340,25 @@ class Outbox:
                 ).fetchone()
                 if row is not None:
                     gone.append(row)
-        for seq, size in gone:  # (only once the deletes are committed)
-            self.rows -= 1
-            staged = self._staged.pop(seq, None)
-            if staged is not None:
-                size = len(staged[0])
-                self.staged_bytes -= size
-            self.bytes -= size
+
+            def done() -> None:
+                for seq, size in gone:
+                    self.rows -= 1
+                    staged = self._staged.pop(seq, None)
+                    if staged is not None:
+                        size = len(staged[0])
+                        self.staged_bytes -= size
+                    self.bytes -= size
+            self.on_commit(done)
 
     def replace(self, msg_id: str, messages: Sequence[Outgoing]) -> None:
-        """Swap one message for others (a split), atomically; they go to the end."""
+        """Swap one message for others (a split), atomically; they go to the end, their bodies
+        on disk (rare; the original's sample identities now stand for them)."""
         with self._tx():
+            self._db.execute("UPDATE sealed SET seq = NULL WHERE seq ="
+                             " (SELECT seq FROM outbox WHERE msg_id = ?)", (msg_id,))
             self.delete([msg_id])
-            self.append(messages)
+            self.append(messages, staged=False)
 
     def min_seq(self) -> int | None:
         low: int | None = self._db.execute("SELECT min(seq) FROM outbox").fetchone()[0]
@@ -353,9 +395,12 @@ class Outbox:
         """Move another (dead) slot's pending messages to the end of this one; returns how
         many. Its sample keys stay with it, for the client that takes that slot next."""
         rows = other.pending(0, 1 << 62)
-        if rows:
-            self.append([Outgoing(r.msg_id, r.kind, r.n, r.fmt, r.body) for r in rows])
+        if rows:  # (on disk there: on disk here, before they leave there)
+            self.append([Outgoing(r.msg_id, r.kind, r.n, r.fmt, r.body) for r in rows],
+                        staged=False)
             other.delete(r.msg_id for r in rows)
+        self.lost += other.lost
+        self.in_doubt += other.in_doubt
         return len(rows)
 
     # ---------------------------------------------------------------- failure
@@ -378,7 +423,7 @@ class Outbox:
         self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._db.executescript(_SCHEMA)
         now = time.time()
-        self._staged, self.staged_bytes, self.staging = {}, 0, False
+        self._staged, self.staged_bytes, self.staging, self._after = {}, 0, False, []
         with self._tx():
             self._db.executemany(
                 "INSERT INTO outbox (seq, msg_id, kind, n, fmt, body, created)"
@@ -399,20 +444,31 @@ class Outbox:
 
 
 class _Tx:
-    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error); nested use joins the outer one."""
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error); nested use joins the outer one. What the
+    transaction changes in memory (`Outbox.on_commit`) happens once the outermost COMMIT
+    succeeded, and never after a rollback."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+    def __init__(self, box: Outbox) -> None:
+        self.box = box
         self.outer = False
 
     def __enter__(self) -> None:
-        if not self.db.in_transaction:
-            self.db.execute("BEGIN IMMEDIATE")
+        db = self.box._db
+        if not db.in_transaction:
+            db.execute("BEGIN IMMEDIATE")
             self.outer = True
+            self.box._after = []
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
-        if self.outer:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if not self.outer:
+            return
+        after, self.box._after = self.box._after, []
+        if exc_type:
+            self.box._db.execute("ROLLBACK")
+            return
+        self.box._db.execute("COMMIT")
+        for fn in after:
+            fn()
 
 
 def _try_lock(path: Path) -> int | None:

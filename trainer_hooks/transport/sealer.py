@@ -4,7 +4,8 @@ Runs on the sender thread (`engine.SenderEngine`). Step metrics are checked key 
 key or value is left out and counted); samples are converted to columns (`samples`), batched
 (`batching`) and sealed at the latest `flush_interval` after the first sample waited. Every
 sealed message gets its unique id (`<12 hex of a uuid4>-<counter>`), carries the client's run
-incarnation and is written to the outbox before the connection may send it. When the client
+incarnation and is entered in the outbox before the connection may send it (its body kept in
+memory by a staged outbox until the engine spills it, `outbox`). When the client
 resumes its run, samples an earlier process of the same outbox already sealed are left out
 (`resume.ResumeFilter`). Every value not stored goes to the ledger with its reason.
 
