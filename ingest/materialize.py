@@ -184,8 +184,9 @@ def worker_pool() -> ProcessPoolExecutor | None:
     """The pipeline's worker process(es) when TELESCOPE_AGGREGATE_WORKERS > 0 (the server's
     default), started on first use: a pass's claim, reads, numpy work and point writes run
     there, with its own database connection, so they never hold the GIL that the ingest
-    thread needs for its acks (measured: about 0.6 s of the server's 1.6 s of GIL time for
-    bench/peers_workload.py's 2,000 steps). None: on the server's own threads."""
+    thread needs for its acks (measured per thread, for bench/peers_workload.py's 2,000 steps:
+    about 0.5 s of CPU left the server process, whose threads kept ~1.3 s). None: on the
+    server's own threads."""
     global _POOL
     workers = getattr(settings, "TELESCOPE_AGGREGATE_WORKERS", 0)
     if workers <= 0:
