@@ -164,9 +164,7 @@ class SenderEngine:
                 outbox.spill(now - o.spill_after)
         except (sqlite3.Error, OSError) as exc:
             self.books.count("spool_errors")
-            log.error("telescope: writing the outbox failed (%s); continuing in memory only",
-                      exc)
-            outbox.move_to_memory()
+            outbox.move_to_memory(exc)
             return False
         return True
 

@@ -405,12 +405,15 @@ class Outbox:
 
     # ---------------------------------------------------------------- failure
 
-    def move_to_memory(self) -> None:
-        """Carry on in memory when the file fails (a full disk): the pending messages move to
-        an in-memory database with their sequence numbers, and new ones continue after
-        `last_seq`, so a sent message still meets its ack and every flush keeps its target.
-        The file and its slot lock are let go; without a file, sealed samples are no longer
-        remembered for a resume."""
+    def move_to_memory(self, why: BaseException | None = None) -> None:
+        """Carry on in memory when the file fails (a full disk; `why`, logged): the pending
+        messages move to an in-memory database with their sequence numbers, and new ones
+        continue after `last_seq`, so a sent message still meets its ack and every flush keeps
+        its target. The file and its slot lock are let go; without a file, sealed samples are
+        no longer remembered for a resume."""
+        if why is not None:
+            log.error("telescope: writing the outbox failed (%s); continuing in memory only",
+                      why)
         try:
             rows = self.pending(0, 1 << 62)
         except sqlite3.Error:

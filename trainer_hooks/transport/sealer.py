@@ -16,7 +16,6 @@ and sync callers it returns to the engine (`Pumped`).
 from __future__ import annotations
 
 import itertools
-import logging
 import operator
 import sqlite3
 import time
@@ -53,8 +52,6 @@ from trainer_hooks.wire.protocol import (
     encode,
 )
 from trainer_hooks.wire.schema import _CONTROL
-
-log = logging.getLogger("trainer_hooks.sender")
 
 PUMP_BATCH = 2000  # entries handled per pump pass at most, so acks keep flowing under a flood
 # ... and a pass ends after this long, so the connection sends what is sealed while the caller
@@ -289,9 +286,7 @@ class Sealer:
             self.outbox.append(out)
         except (sqlite3.Error, OSError) as exc:
             self.books.count("spool_errors")
-            log.error("telescope: writing the outbox failed (%s); continuing in memory only",
-                      exc)
-            self.outbox.move_to_memory()
+            self.outbox.move_to_memory(exc)
             self.outbox.append(out)
         self.resume.written()
         return True
