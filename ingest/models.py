@@ -51,6 +51,13 @@ class Run(models.Model):
     # times (the first step, with its warm-up, has no gap), and the newest step's time.
     step_seconds = models.FloatField(null=True)
     last_step_time = models.FloatField(null=True)
+    # The smallest step logged: progress counts steps from it when it is 1 (Hugging Face's
+    # Trainer counts from 1), from 0 otherwise (ingest.progress).
+    first_step = models.BigIntegerField(null=True)
+    # When the run's trainer was last seen alive (epoch s): any message, a heartbeat, or an
+    # open ingest connection that carried the run (refreshed while it stays open). A running
+    # run not seen for TELESCOPE_CRASH_SECONDS is shown `crashed` (ingest.progress).
+    last_seen = models.FloatField(null=True)
     # An observed range in use widened: every step is re-aggregated at this time (epoch s), at
     # most once per ingest.renormalize.DELAY_SECONDS however often it widens meanwhile.
     renormalize_at = models.FloatField(null=True)
@@ -67,6 +74,15 @@ class Run(models.Model):
             models.UniqueConstraint(fields=["project", "name"], name="run_unique_name")
         ]
         indexes = [models.Index(fields=["project", "wire_name", "id"], name="run_wire_name")]
+
+
+class DeletedRun(models.Model):
+    """A run that was deleted (its id, project and name), so its old URLs can say so."""
+
+    id = models.BigIntegerField(primary_key=True)  # the deleted run's id
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="deleted_runs")
+    name = models.CharField(max_length=200)
+    deleted_at = models.DateTimeField()
 
 
 class RunIncarnation(models.Model):
