@@ -31,7 +31,8 @@ def catalog_entry(sid: str, kind: str, key: str, stat: str | None, env: str | No
 
 def run_info(run: Run) -> dict[str, Any]:
     """A run as the read API lists it (docs/protocol.md "Runs")."""
-    status = progress.status_of(run.status, run.updated_at, now())
+    status = progress.status_of(run.status, run.updated_at, run.last_seen, now())
+    done = progress.steps_done(run.first_step, run.last_step)
     return {
         "id": run.pk,
         "project": getattr(run, "project_name", None) or run.project.name,
@@ -43,6 +44,7 @@ def run_info(run: Run) -> dict[str, Any]:
         "color": run.color,
         "notes": run.notes,
         "total_steps": run.total_steps,
-        "eta_seconds": progress.eta_seconds(status, run.total_steps, run.last_step,
-                                            run.step_seconds),
+        "first_step": run.first_step,
+        "steps_done": done,
+        "eta_seconds": progress.eta_seconds(status, run.total_steps, done, run.step_seconds),
     }

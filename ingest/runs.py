@@ -176,18 +176,18 @@ def lock_run(pk: int) -> Run | None:
         cur.execute(
             "SELECT r.project_id, r.name, r.wire_name, r.started, r.status, r.started_at,"
             " r.updated_at, r.last_step, r.color, r.seq, r.total_steps, r.step_seconds,"
-            " r.last_step_time, r.notes, p.name FROM ingest_run r"
+            " r.last_step_time, r.notes, r.first_step, r.last_seen, p.name FROM ingest_run r"
             " JOIN ingest_project p ON p.id = r.project_id WHERE r.id = %s"
             + (" FOR UPDATE OF r" if lock else ""), [pk])
         row = cur.fetchone()
     if row is None:
         return None
     (project_id, name, wire_name, started, status, started_at, updated, last_step, color,
-     seq, total_steps, step_seconds, last_step_time, notes, project) = row
+     seq, total_steps, step_seconds, last_step_time, notes, first_step, last_seen, project) = row
     run = Run(id=pk, project_id=project_id, name=name, wire_name=wire_name,
               started=bool(started), status=status, last_step=last_step, color=color, seq=seq,
               total_steps=total_steps, step_seconds=step_seconds, last_step_time=last_step_time,
-              notes=notes,
+              notes=notes, first_step=first_step, last_seen=last_seen,
               started_at=_as_datetime(started_at), updated_at=_as_datetime(updated))
     run.project_name = project  # type: ignore[attr-defined]
     return run

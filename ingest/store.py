@@ -203,20 +203,24 @@ class PointWriter:
         if self.run.last_step is None or step > self.run.last_step:
             self.run.last_step = step
             self.run_changed = True
+        if self.run.first_step is None or step < self.run.first_step:
+            self.run.first_step = step
+            self.run_changed = True
 
     def finish(self, msg_id: str, run_created: bool) -> Outcome:
         run = self.run
         run.updated_at = now()
+        run.last_seen = _time.time()
         if self.n:
             run.seq = self.seq
             block = pointstore.Block.concat(self.parts)
             pointstore.write(run.pk, run.seq, block)
         with connection.cursor() as cur:
-            cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, updated_at = %s,"
-                        " step_seconds = %s, last_step_time = %s, uncompacted = uncompacted + %s"
-                        " WHERE id = %s",
-                        [run.seq, run.last_step, run.updated_at, run.step_seconds,
-                         run.last_step_time, self.n, run.pk])
+            cur.execute("UPDATE ingest_run SET seq = %s, last_step = %s, first_step = %s,"
+                        " updated_at = %s, last_seen = %s, step_seconds = %s,"
+                        " last_step_time = %s, uncompacted = uncompacted + %s WHERE id = %s",
+                        [run.seq, run.last_step, run.first_step, run.updated_at, run.last_seen,
+                         run.step_seconds, run.last_step_time, self.n, run.pk])
         info = run_info(run) if (self.run_changed or run_created) else None
         reply: dict[str, Any] = {"type": "ack", "id": msg_id}
         if self.left_out:

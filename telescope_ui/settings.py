@@ -179,8 +179,11 @@ SERVESTATIC_KEEP_ONLY_HASHED_FILES = True
 # Reads (pages, read API, live updates) from other than loopback need a signed-in user unless
 # this is set (see telescope_ui.access).
 TELESCOPE_PUBLIC_READ = envbool("TELESCOPE_PUBLIC_READ", False)
-# A running run that has sent nothing for this long is shown as idle.
+# A running run whose live trainer has sent no data for this long is shown as idle.
 TELESCOPE_IDLE_SECONDS = envint("TELESCOPE_IDLE_SECONDS", 600)
+# A running run not alive for this long (no ingest connection of its trainer open, no message,
+# no heartbeat) is shown as crashed (ingest.progress).
+TELESCOPE_CRASH_SECONDS = envint("TELESCOPE_CRASH_SECONDS", 120)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 

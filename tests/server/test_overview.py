@@ -107,12 +107,52 @@ def test_status_turns_idle_after_the_idle_setting_and_back_on_a_message(
 
 
 def test_status_of_compares_the_quiet_spell_with_the_setting(settings: Any) -> None:
-    settings.TELESCOPE_IDLE_SECONDS = 60
+    settings.TELESCOPE_IDLE_SECONDS, settings.TELESCOPE_CRASH_SECONDS = 60, 600
     t = datetime(2026, 1, 1, tzinfo=UTC)
-    assert progress.status_of("running", t, t + timedelta(seconds=60)) == "running"
-    assert progress.status_of("running", t, t + timedelta(seconds=61)) == "idle"
-    assert progress.status_of("finished", t, t + timedelta(days=9)) == "finished"
-    assert progress.status_of("failed", t, t + timedelta(days=9)) == "failed"
+    alive = (t + timedelta(seconds=61)).timestamp()  # a heartbeat just now
+    assert progress.status_of("running", t, alive, t + timedelta(seconds=60)) == "running"
+    assert progress.status_of("running", t, alive, t + timedelta(seconds=61)) == "idle"
+    assert progress.status_of("finished", t, None, t + timedelta(days=9)) == "finished"
+    assert progress.status_of("failed", t, None, t + timedelta(days=9)) == "failed"
+
+
+def test_status_of_a_run_not_alive_for_the_crash_setting_is_crashed(settings: Any) -> None:
+    settings.TELESCOPE_IDLE_SECONDS, settings.TELESCOPE_CRASH_SECONDS = 600, 120
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    seen = t.timestamp()
+    assert progress.status_of("running", t, seen, t + timedelta(seconds=120)) == "running"
+    assert progress.status_of("running", t, seen, t + timedelta(seconds=121)) == "crashed"
+    # not alive beats silent: a dead trainer is crashed, never idle
+    assert progress.status_of("running", t, seen, t + timedelta(days=1)) == "crashed"
+    # a run from before liveness was recorded: judged by its last data
+    assert progress.status_of("running", t, None, t + timedelta(seconds=121)) == "crashed"
+    assert progress.status_of("finished", t, seen, t + timedelta(days=1)) == "finished"
+
+
+def test_a_crashed_run_has_no_eta_and_its_next_message_makes_it_running(
+        project: int, settings: Any) -> None:
+    settings.TELESCOPE_CRASH_SECONDS = 120
+    send(project, id="s", type="run.start", total_steps=10)
+    for step in range(3):
+        send(project, id=f"{step}", type="step", step=step, time=500.0 + step,
+             metrics={"x": 1.0})
+    run = Run.objects.get()
+    assert api_run(run.pk)["eta_seconds"] is not None
+    Run.objects.update(last_seen=run.last_seen - 121)
+    info = api_run(run.pk)
+    assert (info["status"], info["eta_seconds"]) == ("crashed", None)
+    send(project, id="3", type="step", step=3, time=503.0, metrics={"x": 1.0})
+    assert api_run(run.pk)["status"] == "running"
+
+
+def test_steps_counted_from_one_are_all_done_at_the_last(project: int) -> None:
+    send(project, id="s", type="run.start", total_steps=24)
+    for step in range(1, 25):  # the Hugging Face Trainer's global_step: 1..24
+        send(project, id=f"{step}", type="step", step=step, time=500.0 + step,
+             metrics={"x": 1.0})
+    info = api_run(Run.objects.get().pk)
+    assert (info["first_step"], info["last_step"], info["steps_done"]) == (1, 24, 24)
+    assert info["eta_seconds"] == 0
 
 
 # ------------------------------------------------------------------ ETA arithmetic
@@ -137,12 +177,19 @@ def test_seconds_per_step_is_an_ewma_of_gaps_per_step_skipping_the_first() -> No
     assert run.step_seconds == before and run.last_step_time == 1060.0
 
 
+def test_steps_done_count_from_zero_unless_the_first_step_is_one_or_more() -> None:
+    assert progress.steps_done(0, 23) == 24
+    assert progress.steps_done(1, 24) == 24
+    assert progress.steps_done(None, None) is None
+
+
 def test_eta_is_steps_left_times_seconds_per_step_while_running() -> None:
-    assert progress.eta_seconds("running", 100, 49, 2.0) == 100.0  # steps 50..99 left
-    assert progress.eta_seconds("running", 100, 99, 2.0) == 0
+    assert progress.eta_seconds("running", 100, 50, 2.0) == 100.0  # 50 done, 50 left
+    assert progress.eta_seconds("running", 100, 100, 2.0) == 0
     assert progress.eta_seconds("running", 100, 150, 2.0) == 0  # past the total: never < 0
-    for args in [("finished", 100, 49, 2.0), ("idle", 100, 49, 2.0), ("running", None, 49, 2.0),
-                 ("running", 100, None, 2.0), ("running", 100, 49, None)]:
+    for args in [("finished", 100, 50, 2.0), ("idle", 100, 50, 2.0), ("crashed", 100, 50, 2.0),
+                 ("running", None, 50, 2.0), ("running", 100, None, 2.0),
+                 ("running", 100, 50, None)]:
         assert progress.eta_seconds(*args) is None, args
 
 
