@@ -1,12 +1,12 @@
-"""The pure parts of the Hugging Face integration: TRL log keys → Telescope keys, and
-prompts / completions as text. (The trainer itself: test_trl.py.)"""
+"""The pure parts of the Hugging Face integration: TRL log keys → Telescope keys, prompts /
+completions as text, and the reward capture's columns. (The trainer itself: test_trl.py.)"""
 
 from __future__ import annotations
 
 import math
 
 from trainer_hooks.integrations.hf_keys import TRL_KEYS, step_metrics, telescope_key
-from trainer_hooks.integrations.hf_rewards import as_text
+from trainer_hooks.integrations.hf_rewards import SampleCapture, as_text
 from trainer_hooks.wire.protocol import check_key
 
 
@@ -43,3 +43,14 @@ def test_conversations_become_one_line_per_message() -> None:
     assert as_text(prompt) == "system: Be brief.\nuser: What is 2 + 2?"
     assert as_text([{"role": "assistant", "content": "4"}]) == "assistant: 4"
     assert as_text("plain") == "plain" and as_text(None) is None
+
+
+def test_each_function_metric_is_raw_and_the_weight_applies_to_the_total_only() -> None:
+    capture = SampleCapture(text=False)
+    batch = capture.begin({"completions": ["a", "b"], "prompts": ["p", "p"]}, 1, None, None)
+    assert batch is not None
+    capture.add_rewards(batch, "accuracy", 2.0, [0.5, 1.0])
+    capture.add_rewards(batch, "format", 0.5, [None, 0.25])
+    [chunk] = capture.take()
+    assert chunk["metrics"] == {"accuracy": [0.5, 1.0], "format": [None, 0.25]}
+    assert chunk["reward"] == [1.0, 2.125]  # 2 × 0.5; 2 × 1.0 + 0.5 × 0.25

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(
 
 JOB = Path(__file__).with_name("trl_job.py")
 GENERATIONS = 4  # trl_job.py's num_generations
+WEIGHTS = (2.0, 1.0)  # one_process's reward_weights of digits and brevity
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
        "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
@@ -67,7 +68,8 @@ def one_process(server: tuple[LiveServer, str],
     live, token = server
     tmp = tmp_path_factory.mktemp("trl-one")
     [result] = run_job(tmp / "out", "--url", live.ws, "--token", token, "--name", "trl-one",
-                       "--steps", "4", "--spool-dir", str(tmp / "spool"))
+                       "--steps", "4", "--spool-dir", str(tmp / "spool"),
+                       "--weights", *map(str, WEIGHTS))
     assert result["closed"] is True, "close() did not confirm everything stored and aggregated"
     return Catalog(live, run_named(live, "trl-one")["id"]), result
 
@@ -86,9 +88,10 @@ def trl_logs(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {h["step"]: h for h in result["log_history"] if "reward" in h}
 
 
-def check_samples_match(catalog: Catalog, results: list[dict[str, Any]]) -> None:
+def check_samples_match(catalog: Catalog, results: list[dict[str, Any]],
+                        weights: tuple[float, float] = (1.0, 1.0)) -> None:
     """Samples, groups, rewards, lengths and truncation on the server equal what the reward
-    functions saw and what TRL logged, step by step."""
+    functions saw and what TRL logged, step by step (the reward: weighted as TRL sums it)."""
     digits, brevity = per_step(results, "digits"), per_step(results, "brevity")
     logs = trl_logs(next(r for r in results if r["log_history"] is not None))
     assert sorted(digits) == sorted(logs) and digits, (sorted(digits), sorted(logs))
@@ -101,7 +104,8 @@ def check_samples_match(catalog: Catalog, results: list[dict[str, Any]]) -> None
     for step, calls in digits.items():
         scored = sum(c["n"] for c in calls)
         assert counts[step] == scored and groups[step] == scored / GENERATIONS
-        rewards = [d + b for dc, bc in zip(calls, brevity[step], strict=True)
+        rewards = [weights[0] * d + weights[1] * b
+                   for dc, bc in zip(calls, brevity[step], strict=True)
                    for d, b in zip(dc["rewards"], bc["rewards"], strict=True)]
         assert means[step] == pytest.approx(sum(rewards) / len(rewards), abs=1e-9)
         log = logs[step]
@@ -114,7 +118,7 @@ def check_samples_match(catalog: Catalog, results: list[dict[str, Any]]) -> None
 def test_groups_and_rewards_equal_what_the_reward_functions_saw(
         one_process: tuple[Catalog, dict[str, Any]]) -> None:
     catalog, result = one_process
-    check_samples_match(catalog, [result])
+    check_samples_match(catalog, [result], WEIGHTS)
     assert result["capture_stats"]["errors"] == 0
     assert catalog.has("reward", "reward", "mean", "arith")  # telescope_reward(env="arith")
 
@@ -141,13 +145,16 @@ def test_sample_metrics_hold_each_function_log_extra_and_reward_results(
         one_process: tuple[Catalog, dict[str, Any]]) -> None:
     catalog, result = one_process
     # digits and brevity: each function's own reward; digit_count: its log_extra column;
-    # words: the sample_metrics of the RewardResults brevity returns.
+    # words: the sample_metrics of the RewardResults brevity returns. Each function's metric
+    # is its raw value (digits has weight 2): what it returned, what TRL logs for it.
     assert {"digits", "brevity", "digit_count", "words"} <= catalog.sample_metrics()
-    digits = per_step([result], "digits")
-    means = catalog.values("sample", "digits", "mean")
-    for step, calls in digits.items():
-        values = [v for c in calls for v in c["rewards"]]
-        assert means[step] == pytest.approx(sum(values) / len(values), abs=1e-9)
+    logs = trl_logs(result)
+    for fn in ("digits", "brevity"):
+        means = catalog.values("sample", fn, "mean")
+        for step, calls in per_step([result], fn).items():
+            values = [v for c in calls for v in c["rewards"]]
+            assert means[step] == pytest.approx(sum(values) / len(values), abs=1e-9)
+            assert means[step] == pytest.approx(logs[step][f"rewards/{fn}/mean"], abs=1e-6)
 
 
 def test_each_sample_keeps_its_prompt_completion_and_group(
@@ -181,7 +188,7 @@ def test_the_run_starts_with_the_trainer_arguments(
 def test_the_loss_is_the_same_without_telescope(one_process: tuple[Catalog, dict[str, Any]],
                                                 tmp_path: Path) -> None:
     _, with_telescope = one_process
-    [without] = run_job(tmp_path / "plain", "--steps", "4")
+    [without] = run_job(tmp_path / "plain", "--steps", "4", "--weights", *map(str, WEIGHTS))
     keys = ("loss", "grad_norm", "reward", "kl", "entropy")
     trained = [{k: h.get(k) for k in keys} for h in with_telescope["log_history"]]
     plain = [{k: h.get(k) for k in keys} for h in without["log_history"]]
@@ -202,3 +209,17 @@ def test_two_processes_send_every_rank_samples_once(server: tuple[LiveServer, st
     catalog = Catalog(live, run_named(live, "trl-two")["id"])
     check_samples_match(catalog, results)
     assert set(catalog.values("groups", "groups", "count").values()) == {3.0}
+
+
+def test_a_reward_function_that_raises_ends_the_run_failed(server: tuple[LiveServer, str],
+                                                           tmp_path: Path) -> None:
+    """digits raises at step 2 inside TRL's train(); the job catches it (so no process-level
+    hook sees it) and the stored run must say `failed`, not stay `running`."""
+    live, token = server
+    [result] = run_job(tmp_path / "out", "--url", live.ws, "--token", token, "--name",
+                       "trl-fails", "--steps", "3", "--fail-at", "2",
+                       "--spool-dir", str(tmp_path / "spool"))
+    assert result["error"] == "digits fails at step 2"
+    assert result["closed"] is True  # the run.end was stored before train() re-raised
+    run = run_named(live, "trl-fails")
+    assert run["status"] == "failed" and run["last_step"] == 1

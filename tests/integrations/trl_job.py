@@ -6,7 +6,8 @@ functions wrapped with `telescope_reward`, and `TelescopeCallback` sending to a 
     python -m torch.distributed.run --nproc_per_node 2 tests/integrations/trl_job.py ...
 
 Each process writes `DIR/rank-<r>.json`: what its reward functions saw (step, number of
-completions, the rewards they returned) and, on the main process, the trainer's log history.
+completions, the rewards they returned), the exception `train()` raised (`--fail-at`; caught)
+and, on the main process, the trainer's log history.
 Without `--url` it trains the same way without Telescope (to compare the losses).
 """
 
@@ -36,6 +37,7 @@ from trainer_hooks.transport.client import Client  # noqa: E402
 
 WORDS = ["<pad>", "<eos>", "<unk>", "plus", "is", *(str(d) for d in range(10))]
 SEEN: list[dict[str, Any]] = []  # one record per reward-function call
+FAIL_AT: list[int] = []  # --fail-at: the step at which `digits` raises
 
 
 def build_model(path: Path) -> None:
@@ -58,6 +60,8 @@ def build_model(path: Path) -> None:
 def digits(completions: list[str], trainer_state: Any, log_extra: Any = None,
            **kwargs: Any) -> list[float]:
     """1 per digit word of the completion, at most 3; logs the digit count per sample."""
+    if trainer_state.global_step + 1 in FAIL_AT:
+        raise RuntimeError(f"digits fails at step {trainer_state.global_step + 1}")
     counts = [sum(w.isdigit() for w in c.split()) for c in completions]
     if log_extra is not None:
         log_extra("digit_count", counts)
@@ -94,7 +98,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--batch", type=int, default=8, help="per-device completions per step")
     p.add_argument("--spool-dir")
+    p.add_argument("--weights", type=float, nargs=2, default=[1.0, 1.0],
+                   help="TRL's reward_weights of digits and brevity")
+    p.add_argument("--fail-at", type=int, help="digits raises when scoring this step")
     a = p.parse_args(argv)
+    FAIL_AT[:] = [] if a.fail_at is None else [a.fail_at]
     out = Path(a.out)
     rank = int(os.environ.get("RANK", "0"))
     model_dir = out / f"model-rank-{rank}"  # every rank builds the same weights (seed 0)
@@ -106,17 +114,23 @@ def main(argv: list[str] | None = None) -> None:
         output_dir=str(out / "trainer"), per_device_train_batch_size=a.batch, num_generations=4,
         max_completion_length=6, max_steps=a.steps, logging_steps=1, report_to="none",
         use_cpu=True, save_strategy="no", beta=0.1, learning_rate=1e-3, seed=0,
-        disable_tqdm=True, run_name=a.name)
+        disable_tqdm=True, run_name=a.name, reward_weights=a.weights)
     if a.url:
         callbacks = [TelescopeCallback(a.url, a.token, a.name, spool_dir=a.spool_dir)]
-        reward_funcs = [telescope_reward(digits, env="arith"), telescope_reward(brevity)]
+        reward_funcs = [telescope_reward(digits, env="arith", weight=a.weights[0]),
+                        telescope_reward(brevity, weight=a.weights[1])]
     else:
         callbacks, reward_funcs = [], [digits, unwrap_results(brevity)]
     trainer = GRPOTrainer(model=str(model_dir), args=args, train_dataset=dataset,
                           processing_class=tokenizer, reward_funcs=reward_funcs,
                           callbacks=callbacks)
-    trainer.train()
+    error = None
+    try:
+        trainer.train()
+    except RuntimeError as exc:  # --fail-at: caught here, yet the run must say it failed
+        error = str(exc)
     result = {"rank": rank, "world": int(os.environ.get("WORLD_SIZE", "1")), "seen": SEEN,
+              "error": error,
               "log_history": trainer.state.log_history if rank == 0 else None,
               "closed": callbacks[0].closed if callbacks else None,
               "capture_stats": callbacks[0].capture.stats if callbacks else None,

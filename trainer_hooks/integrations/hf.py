@@ -30,6 +30,11 @@ collective that every rank reaches at the same point of the step) and the main p
 them. Group ids are global (TRL's layout: process p's completion i is number p·n + i of the
 generation batch), so a prompt group split across ranks stays one group.
 
+**A failed training** ends the run `failed`: while a `TelescopeCallback` exists, `Trainer.train`
+is wrapped (once, for every trainer) so that an exception leaving it (a reward function that
+raises, an out-of-memory error, Ctrl-C) first closes each of the trainer's callbacks' runs with
+`status="failed"`, then propagates unchanged; the run says so even when the caller catches it.
+
 Nothing here changes what the trainer computes: the callback only reads, the wrapper returns the
 reward function's output unchanged (or `RewardResult.total_reward`s), and sending happens on
 the sender's own thread.
@@ -37,9 +42,11 @@ the sender's own thread.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +101,7 @@ class TelescopeCallback(TrainerCallback):
         self._model: Any = None
         self._world_size = 1
         activate(self)
+        _guard_train()
 
     # ------------------------------------------------------------ Trainer events
 
@@ -133,6 +141,22 @@ class TelescopeCallback(TrainerCallback):
                 log.warning("telescope: not everything was stored within %.0f s: %s",
                             self.close_timeout, self.client.not_stored[-5:])
             self.client = None
+
+    def on_train_failed(self, exc: BaseException) -> None:
+        """`Trainer.train` raised `exc` (see `_guard_train`): end the run `failed`. The
+        samples of the step that failed are left out (a batch whose reward functions did not
+        all run would carry a partial total) and no rank gathers (the others may never reach
+        it). Never raises: the trainer's own exception is the one the caller must see."""
+        self.capture.take()  # drop them: a failing step's batch may be half scored
+        client, self.client = self.client, None
+        if client is None:
+            return
+        try:
+            log.warning("telescope: training failed (%s: %s); ending run %r as failed",
+                        type(exc).__name__, exc, client.run)
+            self.closed = client.close(self.close_timeout, status="failed")
+        except Exception as err:  # noqa: BLE001 - never hide the training's exception
+            log.warning("telescope: could not end the run as failed: %s", err)
 
     # ------------------------------------------------------------ helpers
 
@@ -177,6 +201,33 @@ class TelescopeCallback(TrainerCallback):
         config["trainer_hooks_integration"] = "hf"
         config.update(self.extra_config)
         return config
+
+
+def _guard_train() -> None:
+    """Wrap `Trainer.train` (once per process) so that an exception leaving it first reaches
+    the trainer's `TelescopeCallback`s. transformers has no callback event for a failed
+    training, and the callback is given no trainer to wrap; the class attribute covers every
+    trainer, however its callbacks were added. `train`, not `_inner_training_loop`: with
+    `auto_find_batch_size` an out-of-memory error in the inner loop is retried, not a failure."""
+    from transformers import Trainer  # here: it imports torch, the callback alone does not
+
+    train: Callable[..., Any] = Trainer.train
+    if getattr(train, "_telescope_guard", False):
+        return
+
+    @functools.wraps(train)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return train(self, *args, **kwargs)
+        except BaseException as exc:  # Ctrl-C and SystemExit end a training unfinished too
+            handler = getattr(self, "callback_handler", None)
+            for callback in list(getattr(handler, "callbacks", ())):
+                if isinstance(callback, TelescopeCallback):
+                    callback.on_train_failed(exc)
+            raise
+
+    guarded._telescope_guard = True  # type: ignore[attr-defined]
+    Trainer.train = guarded  # type: ignore[method-assign]
 
 
 def _takes_text(client: Client) -> bool:

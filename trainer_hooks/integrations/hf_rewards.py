@@ -6,11 +6,12 @@ functions' (weighted) outputs into the completion's reward and normalizes it wit
 of `num_generations` completions of one prompt. The wrapper records, per completion: the
 reward (Σ weight × value over the wrapped functions of the batch; null when all returned None,
 as TRL leaves such a completion unscored), its group (prompt) id, the step it is trained at,
-its completion length and stop reason, each function's own value (as a sample metric when a
-batch has several), the per-sample numbers the function passes to TRL's `log_extra`, and the
-`sample_metrics` of `RewardResult`s it returns (TRL gets their `total_reward`), and the prompt
-and completion as text (`as_text`; `TelescopeCallback(text=False)`: none). The function's
-output reaches TRL unchanged otherwise, so the loss is the same with or without the wrapper.
+its completion length and stop reason, each function's own unweighted value (as a sample
+metric when a batch has several, the figure TRL logs as `rewards/<fn>/mean`), the per-sample
+numbers the function passes to TRL's `log_extra`, the `sample_metrics` of `RewardResult`s it
+returns (TRL gets their `total_reward`), and the prompt and completion as text (`as_text`;
+`TelescopeCallback(text=False)`: none). The function's output reaches TRL unchanged otherwise,
+so the loss is the same with or without the wrapper.
 
 Capture happens only while a `TelescopeCallback` trains (evaluation batches are not recorded)
 and never raises into TRL: a problem is logged once and counted in `SampleCapture.stats`.
@@ -79,7 +80,8 @@ class _Batch:
     stop_reason: list[str] | None
     prompt: list[str | None] | None = None
     completion: list[str | None] | None = None
-    rewards: dict[str, list[float | None]] = field(default_factory=dict)
+    rewards: dict[str, list[float | None]] = field(default_factory=dict)  # raw, per function
+    weights: dict[str, float] = field(default_factory=dict)  # each function's, for the total
     metrics: dict[str, list[Any]] = field(default_factory=dict)
 
 
@@ -121,7 +123,10 @@ class SampleCapture:
             values, metrics, converted = _rewards_of(output, batch.size)
             with self._lock:
                 key = name if name not in batch.rewards else f"{name}_{len(batch.rewards)}"
-                batch.rewards[key] = [None if v is None else weight * v for v in values]
+                # Raw, as TRL logs `rewards/<fn>/mean` and a declared range reads it: the
+                # weight belongs in the total only (`_close_open`).
+                batch.rewards[key] = values
+                batch.weights[key] = weight
                 for metric, column in metrics.items():
                     batch.metrics.setdefault(metric, column)
             return values if converted else output
@@ -203,10 +208,11 @@ class SampleCapture:
         batch, self._open = self._open, None
         if batch is None or not batch.rewards:
             return
-        columns = list(batch.rewards.values())
-        reward = [_sum_known(col[i] for col in columns) for i in range(batch.size)]
+        weighted = [[None if v is None else batch.weights[k] * v for v in col]
+                    for k, col in batch.rewards.items()]
+        reward = [_sum_known(col[i] for col in weighted) for i in range(batch.size)]
         metrics = dict(batch.metrics)
-        if len(batch.rewards) > 1:  # each function's own value, beside their sum
+        if len(batch.rewards) > 1:  # each function's own (unweighted) value, beside the sum
             for name, col in batch.rewards.items():
                 metrics.setdefault(name, col)
         chunk: dict[str, Any] = {"step": batch.step, "sample_id": batch.sample_ids,
@@ -301,9 +307,9 @@ def telescope_reward(fn: Callable[..., Any], env: str | None = None, *,
     `env` names the environment of every completion, or `env_column` a dataset column that
     holds each one's. Wrap every reward function of the trainer: a completion's reward is the
     sum over the wrapped functions of `weight` × its value (pass your `reward_weights` entry
-    as `weight`), each function's value becoming a sample metric named `name` (default: the
-    function's name) when there are several. Without a training `TelescopeCallback` the
-    function runs as it is."""
+    as `weight`), each function's raw value (the weight applies to the total only) becoming
+    a sample metric named `name` (default: the function's name) when there are several.
+    Without a training `TelescopeCallback` the function runs as it is."""
     label = name or str(getattr(fn, "__name__", type(fn).__name__))
     _wrapped.append(label)
 
