@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from ingest import auth, broadcast, renormalize
+from ingest import auth, broadcast, health, liveness, renormalize
 from ingest.frames import handle_frames
 from ingest.materialize import MATERIALIZER, behind, still_behind
 from ingest.store import Outcome
@@ -25,7 +25,10 @@ log = logging.getLogger(__name__)
 CLOSE_BAD_TOKEN = 4401
 CLOSE_TOO_LARGE = 4413
 CLOSE_RATE_LIMITED = 4429
-CLOSE_INTERNAL_ERROR = 1011
+# The storage failed (database down, disk full): nothing of the frames was stored; the client
+# reconnects and sends them again. (1011 would say so too, but the WebSocket layer under daphne
+# refuses to send it and leaves the socket open and silent.)
+CLOSE_STORAGE_FAILED = 4500
 BARRIER_TIMEOUT_SECONDS = 120.0
 # Small frames waiting on a connection are applied together, in one transaction (group
 # commit); a group is bounded so that another connection's frame never waits long behind it (one
@@ -71,6 +74,7 @@ class IngestConsumer(AsyncWebsocketConsumer):
 
     project_id: int | None = None
     worker: asyncio.Task[None] | None = None
+    keeper: asyncio.Task[None] | None = None  # refreshes `runs`' liveness while open
     # No channel of its own: ingest needs no channel layer, so a layer that is down (Redis)
     # cannot fail the handshake; publishing is best effort (ingest.broadcast).
     channel_layer_alias = "__ingest_needs_no_channel__"
@@ -86,12 +90,32 @@ class IngestConsumer(AsyncWebsocketConsumer):
         self.bucket = TokenBucket(settings.TELESCOPE_MAX_MESSAGES_PER_SECOND,
                                   settings.TELESCOPE_RATE_BURST)
         self.inbox: asyncio.Queue[tuple[Any, bool]] = asyncio.Queue(INBOX_FRAMES)
+        self.runs: set[int] = set()  # the runs this connection has carried
 
     async def disconnect(self, code: int) -> None:
         # Frames not yet committed are not acknowledged: the client resends them (their ids
         # make a resend that did commit a duplicate ack).
-        if self.worker is not None:
-            self.worker.cancel()
+        for task in (self.worker, self.keeper):
+            if task is not None:
+                task.cancel()
+
+    async def keep_alive(self) -> None:
+        """While the connection is open its runs' trainers are alive (ingest.liveness): a
+        trainer busy between steps is not shown crashed."""
+        while True:
+            await asyncio.sleep(liveness.refresh_seconds())
+            try:
+                await database_sync_to_async(
+                    liveness.touch, thread_sensitive=False, executor=ingest_executor())(
+                    set(self.runs))
+            except Exception as exc:  # noqa: BLE001 - the next message or refresh tries again
+                log.warning("could not refresh the liveness of runs %s: %s", self.runs, exc)
+
+    def carried(self, run_id: int | None) -> None:
+        if run_id is not None and run_id not in self.runs:
+            self.runs.add(run_id)
+            if self.keeper is None:
+                self.keeper = asyncio.ensure_future(self.keep_alive())
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.project_id is None:
@@ -127,12 +151,16 @@ class IngestConsumer(AsyncWebsocketConsumer):
                 results = await database_sync_to_async(
                     handle_frames, thread_sensitive=False, executor=ingest_executor())(
                     self.project_id, frames)
-            except Exception:  # the database failed: nothing acked, the client resends
-                log.exception("ingest failed; closing the connection")
-                await self.close(code=CLOSE_INTERNAL_ERROR)
+            except Exception as exc:  # the storage failed: nothing acked, the client resends
+                log.exception("ingest failed; closing the connection (%d: retry)",
+                              CLOSE_STORAGE_FAILED)
+                health.ingest_failed(exc)
+                await self.close(code=CLOSE_STORAGE_FAILED)
                 return
+            health.ingest_succeeded()
             for outcomes, _ in results:
                 for outcome in outcomes:
+                    self.carried(outcome.run_id)
                     if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):
                         MATERIALIZER.kick(outcome.run_id)  # before the ack: whoever sees it
             for outcomes, batch in results:  # can wait

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import DataError, transaction
 
-from ingest import bulk
+from ingest import bulk, liveness
 from ingest.runs import find_run
 from ingest.store import Outcome, apply_message
 from trainer_hooks.wire import protocol as p
@@ -41,6 +41,8 @@ def _apply(project_id: int, msg: p.AnyMessage,
         # Stores nothing (and creates no run); the transport acks once `aggregated` holds.
         return Outcome({"type": "ack", "id": msg.id}, run_id=find_run(project_id, msg),
                        barrier=True)
+    if isinstance(msg, p.Heartbeat):  # stores nothing but the run's last-seen time
+        return Outcome({"type": "ack", "id": msg.id}, run_id=liveness.heartbeat(project_id, msg))
     before = None if created is None else dict(created)
     try:
         with transaction.atomic():  # a savepoint inside a batch
@@ -54,9 +56,10 @@ def _apply(project_id: int, msg: p.AnyMessage,
             raise  # the batch's transaction is broken: let the caller fail it whole
         if isinstance(exc, p.ProtocolError):
             return Outcome(exc.as_reply(msg.id))
-        return Outcome(p.ProtocolError("storage", None, f"not stored: {exc}").as_reply(msg.id))
-    # Any other database error (connection lost, locked, ...) propagates: the transport fails
-    # the frame without replying, and the client resends it.
+        return Outcome(p.ProtocolError("unstorable", None, f"not stored: {exc}").as_reply(msg.id))
+    # Any other database error (connection lost, locked, disk full, ...) propagates: the
+    # transport answers it as retryable (close 4500 on a WebSocket, HTTP 503) and the client
+    # sends the frame again.
 
 
 def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:

@@ -85,6 +85,13 @@ class DeletedRun(models.Model):
     deleted_at = models.DateTimeField()
 
 
+class HealthProbe(models.Model):
+    """One row `/healthz` writes to prove the database takes writes (ingest.health)."""
+
+    id = models.IntegerField(primary_key=True)
+    at = models.FloatField()
+
+
 class RunIncarnation(models.Model):
     """A client's run attempt (`incarnation` on the wire), pinned to the run its `run.start`
     opened, so its messages (and their replays) reach that run and no other."""

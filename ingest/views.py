@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -11,11 +12,13 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from ingest import auth, broadcast
+from ingest import auth, broadcast, health
 from ingest.consumers import wait_aggregated
 from ingest.frames import handle_objects
 from ingest.materialize import MATERIALIZER
 from trainer_hooks.wire import protocol as p
+
+log = logging.getLogger(__name__)
 
 
 @csrf_exempt  # bearer-token API, no cookies involved
@@ -45,7 +48,15 @@ def ingest(request: HttpRequest) -> JsonResponse:
     except p.ProtocolError as exc:
         return JsonResponse({"error": exc.message}, status=400)
     messages: list[Any] = payload if isinstance(payload, list) else [payload]
-    outcomes = handle_objects(project_id, messages)
+    try:
+        outcomes = handle_objects(project_id, messages)
+    except Exception as exc:  # noqa: BLE001 - the storage failed: nothing stored, retryable
+        log.exception("HTTP ingest failed; answered 503 (retry)")
+        health.ingest_failed(exc)
+        return JsonResponse({"error": "the server could not store the messages; nothing was "
+                             "stored, send them again", "code": "storage", "retry": True},
+                            status=503)
+    health.ingest_succeeded()
     for outcome in outcomes:
         async_to_sync(broadcast.publish)(outcome)
         if outcome.run_id is not None and (outcome.dirty or outcome.seq is not None):

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_http_methods
 
 from ingest import distribution as dist
-from ingest import housekeeping, reads
+from ingest import health, housekeeping, reads
 from ingest.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
 from ingest.models import Run
 from ingest.payloads import run_info
@@ -116,11 +116,14 @@ def distribution(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
     """For load balancers and compose: the database, the channel layer and the aggregation
-    backlog. 200 when the database and the channel layer answer, else 503 with the reason."""
+    backlog. 200 when the database can be read and written (a probe write, and this process's
+    last ingest write did not fail: ingest.health) and the channel layer answers, else 503 with
+    the reason."""
     checks: dict[str, Any] = {}
     try:
         checks["backlog_steps"] = reads.total_pending_steps()
-        checks["database"] = "ok"
+        health.probe()
+        checks["database"] = health.last_failure() or "ok"
     except DatabaseError as exc:
         checks["database"] = f"error: {exc}".strip()
     try:

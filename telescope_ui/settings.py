@@ -186,6 +186,9 @@ TELESCOPE_IDLE_SECONDS = envint("TELESCOPE_IDLE_SECONDS", 600)
 TELESCOPE_CRASH_SECONDS = envint("TELESCOPE_CRASH_SECONDS", 120)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+# Signed out: back to the sign-in page (without it Django renders registration/logged_out.html,
+# which the site does not have).
+LOGOUT_REDIRECT_URL = LOGIN_URL
 
 TELESCOPE_MAX_MESSAGE_BYTES = envint("TELESCOPE_MAX_MESSAGE_BYTES", 8 * 1024 * 1024)
 # Django's own cap on a request body (2.5 MiB by default) must not undercut ours: the ingest view

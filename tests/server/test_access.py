@@ -36,6 +36,19 @@ def test_remote_readers_must_sign_in(settings: Any) -> None:
     assert Client(**REMOTE).get("/api/runs").status_code == 200
 
 
+def test_signing_out_returns_to_the_sign_in_page_and_needs_the_csrf_token() -> None:
+    User.objects.create_user("ada", password="lovelace-1843")
+    remote = Client(enforce_csrf_checks=True, **REMOTE)
+    assert remote.login(username="ada", password="lovelace-1843")
+    assert remote.get("/accounts/login/").status_code == 200  # sets the csrftoken cookie
+    assert remote.post("/accounts/logout/").status_code == 403  # no token: not signed out
+    assert remote.get("/api/runs").status_code == 200
+    csrf = remote.cookies["csrftoken"].value
+    out = remote.post("/accounts/logout/", {"csrfmiddlewaretoken": csrf})
+    assert out.status_code == 302 and out["Location"] == "/accounts/login/"
+    assert remote.get("/api/runs").status_code == 401
+
+
 def test_loopback_readers_need_no_account() -> None:
     assert Client(REMOTE_ADDR="127.0.0.1").get("/api/runs").status_code == 200
 

@@ -18,7 +18,7 @@ STAT_NAMES = (
     "connects", "reconnects", "splits", "text_as_lists", "replayed", "deduped_samples",
     "invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",
     "dropped_spool_full", "dropped_too_large", "spool_errors", "internal_errors", "frames",
-    "waited_queue_full", "lost_unspooled", "unconfirmed_unspooled",
+    "waited_queue_full", "lost_unspooled", "unconfirmed_unspooled", "ack_timeouts",
 )
 # counters that make a flush report failure when they grew since the previous flush
 LOSSES = ("invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",

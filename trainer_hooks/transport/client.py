@@ -93,6 +93,7 @@ import orjson
 
 from trainer_hooks.rewards.ranges import environment_declarations
 from trainer_hooks.rewards.recorder import RewardRecorder
+from trainer_hooks.transport import exits
 from trainer_hooks.transport.bookkeeping import STAT_NAMES, Bookkeeping
 from trainer_hooks.transport.engine import SenderEngine
 from trainer_hooks.transport.options import SenderOptions
@@ -186,7 +187,9 @@ class Client:
         self._engine.started.wait(30)
         if not join:
             self._run_start(config, environments)
-        atexit.register(self._atexit)
+            exits.register(self)  # the run ends with the process (transport.exits)
+        else:
+            atexit.register(self._atexit)
 
     # ---------------------------------------------------------------- logging (caller thread)
 
@@ -297,7 +300,11 @@ class Client:
     def close(self, timeout: float | None = 10.0, *, status: str | None = None) -> bool:
         """Flush with `aggregated=True` (at most `timeout`), then stop the sender thread;
         returns what `flush` returned: True when every value logged since the last flush is
-        stored and aggregated. `status="finished"|"failed"` also ends the run. Idempotent."""
+        stored and aggregated. `status="finished"|"failed"` also ends the run; without it the
+        run stays open (shown `crashed` once nothing keeps it alive, unless another client
+        ends it). A client that started its run and is not closed when the process ends ends
+        it itself: `failed` on an uncaught exception or SIGTERM, else `finished`
+        (transport.exits). Idempotent."""
         if self._close_result is not None:
             return self._close_result
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -315,17 +322,26 @@ class Client:
         left = None if deadline is None else max(0.0, deadline - time.monotonic()) + 5.0
         self._thread.join(left)
         atexit.unregister(self._atexit)
+        exits.unregister(self)
         self._close_result = ok
         return ok
 
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: Any) -> None:
+        """Close; a run this client started ends `failed` when the block raised, else
+        `finished`."""
+        self.close(status=None if self.join else "finished" if kind is None else "failed")
 
     def _atexit(self) -> None:
         self.close(self.options.atexit_timeout)
+
+    def end_with_process(self, status: str) -> None:
+        """The process ends (transport.exits): end the run with `status`, waiting at most
+        `atexit_timeout`."""
+        if self._close_result is None:
+            self.close(self.options.atexit_timeout, status=status)
 
     # ---------------------------------------------------------------- state
 

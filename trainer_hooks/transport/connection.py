@@ -8,7 +8,15 @@ and a receiver task matches acks and error replies by id; acknowledged and rejec
 deleted from the outbox once per loop pass. When the session ends everything unacknowledged is sent
 again, with its original id, after a capped exponential backoff with jitter. Close codes:
 4401 stops sending for good (the outbox is kept), 4413 splits the refused message in halves
-and lowers the size limits, 4429 halves the message rate.
+and lowers the size limits, 4429 halves the message rate, 4500 (the server's storage failed)
+and any other code reconnect and resend.
+
+No server-side fault holds a trainer: when the oldest frame awaiting its reply has waited
+`ack_timeout` seconds (60; plus BARRIER_WAIT for a frame holding a barrier, whose ack the server
+holds until the run is aggregated) since it was sent or since the previous reply, whichever is
+later, the session is dropped and everything unacknowledged sent again on a new one
+(`stats["ack_timeouts"]`). While connected, a `heartbeat` goes every HEARTBEAT_SECONDS so the
+server knows the trainer is alive between steps (docs/protocol.md "Run status").
 
 The connection is handed what it works with: the run target, the outbox, the flush waiters it
 resolves as messages leave the outbox, the bookkeeping, the event that says the outbox has new
@@ -24,6 +32,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -47,8 +56,26 @@ from trainer_hooks.wire.protocol import split as split_message
 log = logging.getLogger("trainer_hooks.sender")
 
 CLOSE_BAD_TOKEN, CLOSE_TOO_LARGE, CLOSE_RATE_LIMITED = 4401, 4413, 4429
+HEARTBEAT_SECONDS = 15.0
+HEARTBEAT_PREFIX = "hb-"  # heartbeat ids: their replies belong to no frame of the outbox
+BARRIER_WAIT = 120.0  # the server holds a barrier's ack this long at most
 FRAME_ROWS = 256  # messages per batch frame (the server takes up to 1000)
 FRAME_BYTES = 64 * 1024  # a batch frame stays under this (a bigger message travels alone)
+
+
+class AckOverdue(Exception):
+    """The server has not answered in time: the session is dropped (Connection.check_overdue)."""
+
+
+@dataclass
+class Frame:
+    """A frame awaiting its reply: its messages, bytes, when it was sent, and whether it holds
+    a barrier (whose ack the server may hold until the run is aggregated)."""
+
+    ids: list[str]
+    size: int
+    sent: float
+    barrier: bool
 
 
 class Connection:
@@ -69,8 +96,10 @@ class Connection:
         self.in_flight: collections.OrderedDict[str, Row] = collections.OrderedDict()
         self.in_flight_bytes = 0
         self.cursor = 0  # the outbox seq of the last message sent in this session
-        # the frames awaiting their reply, oldest first: (message ids, bytes)
-        self.frames: collections.deque[tuple[list[str], int]] = collections.deque()
+        # the frames awaiting their reply, oldest first
+        self.frames: collections.deque[Frame] = collections.deque()
+        self.last_reply = 0.0  # monotonic time of the session's latest reply
+        self.heartbeats = 0
         self.frame_bytes = min(FRAME_BYTES, o.max_message_bytes)
         self.done_ids: list[str] = []
         self.commit_scheduled = False
@@ -121,6 +150,8 @@ class Connection:
                 await self.session(ws)
         except ConnectionClosed as exc:
             self.on_closed(exc.rcvd.code if exc.rcvd else None, exc)
+        except AckOverdue as exc:
+            self.note_failure(f"acknowledgements overdue: {exc}")
         except InvalidStatus as exc:
             status = exc.response.status_code
             if status in (401, 403):
@@ -136,7 +167,9 @@ class Connection:
             self.forget_in_flight()
 
     async def session(self, ws: Any) -> None:
-        tasks = [asyncio.create_task(self.sender(ws)), asyncio.create_task(self.receiver(ws))]
+        self.last_reply = time.monotonic()
+        tasks = [asyncio.create_task(self.sender(ws)), asyncio.create_task(self.receiver(ws)),
+                 asyncio.create_task(self.heartbeat(ws))]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -166,7 +199,8 @@ class Connection:
                     self.in_flight[row.msg_id] = row
                     size += len(row.body)
                 self.in_flight_bytes += size
-                self.frames.append(([row.msg_id for row in frame], size))
+                self.frames.append(Frame([row.msg_id for row in frame], size, time.monotonic(),
+                                         any(row.kind == "barrier" for row in frame)))
                 self.cursor = frame[-1].seq
                 self.mark_sent(frame[-1].seq)
                 await ws.send(frame_bytes(frame))
@@ -224,16 +258,50 @@ class Connection:
 
     async def receiver(self, ws: Any) -> None:
         while True:
-            data = await ws.recv()
+            try:  # (cancelling recv loses nothing: websockets' asyncio connection)
+                data = await asyncio.wait_for(ws.recv(), 1.0)
+            except TimeoutError:
+                self.check_overdue()
+                continue
+            self.last_reply = time.monotonic()
             try:
                 reply = orjson.loads(data)
             except orjson.JSONDecodeError:
                 continue
+            if isinstance(reply, dict) and str(reply.get("id")).startswith(HEARTBEAT_PREFIX):
+                continue  # a heartbeat's: no frame of the outbox
             if self.frames:
                 self.frames.popleft()  # replies come frame by frame, in order
             for one in reply if isinstance(reply, list) else [reply]:
                 if isinstance(one, dict):
                     self.on_reply(one)
+
+    def check_overdue(self) -> None:
+        """Raise AckOverdue when the oldest frame awaiting its reply is overdue (see the module
+        docstring): the session ends and its messages are sent again on a new one."""
+        if not self.frames:
+            return
+        oldest = self.frames[0]
+        waited = time.monotonic() - max(oldest.sent, self.last_reply)
+        allowed = self.options.ack_timeout + (BARRIER_WAIT if oldest.barrier else 0.0)
+        if waited > allowed:
+            self.books.count("ack_timeouts")
+            self.books.warn_once("ack_timeout", "telescope: no reply from %s for %.0f s to %d "
+                                 "unacknowledged messages; reconnecting to send them again",
+                                 self.target.url, waited, len(self.in_flight))
+            raise AckOverdue(f"no reply for {waited:.0f} s")
+
+    async def heartbeat(self, ws: Any) -> None:
+        """Tell the server the trainer is alive, every HEARTBEAT_SECONDS while connected."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            self.heartbeats += 1
+            message = {"v": 1, "id": f"{HEARTBEAT_PREFIX}{self.heartbeats}", "type": "heartbeat",
+                       "run": self.target.run}
+            if self.outbox.incarnation:
+                message["incarnation"] = self.outbox.incarnation
+            body = encode(message, self.options.encoding)
+            await ws.send(body if self.options.encoding == "msgpack" else body.decode())
 
     def on_reply(self, reply: dict[str, Any]) -> None:
         books = self.books
@@ -300,7 +368,8 @@ class Connection:
         elif code == CLOSE_TOO_LARGE:
             # The refused frame is not named, nor always the oldest awaiting its reply (a
             # server may read on before it applies): the largest of them is too large.
-            ids, size = max(self.frames, key=lambda f: f[1]) if self.frames else ([], 0)
+            largest = max(self.frames, key=lambda f: f.size) if self.frames else None
+            ids, size = (largest.ids, largest.size) if largest else ([], 0)
             row = self.in_flight.get(ids[0]) if len(ids) == 1 else None
             if len(ids) > 1:  # a batch frame was too big: smaller frames, nothing to split
                 self.frame_bytes = max(1, size // 2)

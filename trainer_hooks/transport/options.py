@@ -29,6 +29,7 @@ class SenderOptions:
     backoff_initial: float = 0.25
     backoff_max: float = 10.0
     open_timeout: float = 10.0
+    ack_timeout: float = 60.0  # no reply this long to the oldest frame sent: reconnect, resend
     poll_interval: float = 0.05
     dedupe_steps: int = 10_000  # 0: no restart de-duplication of samples
     fsync: bool = False  # True: survive power loss too, at an fsync per outbox write (and

@@ -56,6 +56,7 @@ from trainer_hooks.wire.schema import (
     AnyMessage,
     Barrier,
     EnvironmentDecl,
+    Heartbeat,
     Message,
     ProtocolError,
     Ranges,
@@ -77,9 +78,9 @@ __all__ = [
     "MAX_STEPS_PER_MESSAGE", "MAX_TEXT_CHARS", "MAX_UNIX_SECONDS", "MESSAGE_TYPES",
     "NUMBER_COLUMNS", "OPTIONAL_COLUMNS", "OPTIONAL_LABEL_COLUMNS", "OPTIONAL_NUMBER_COLUMNS",
     "RUN_STATUSES", "SAMPLE_COLUMNS", "STRING_COLUMNS", "TEXT_COLUMNS", "VERSION", "check_text",
-    "AnyMessage", "Barrier", "EnvironmentDecl", "Message", "ProtocolError", "Ranges", "RunEnd",
-    "RunStart", "Samples", "Step", "check_key", "decode", "decode_frame", "encode",
-    "encode_json", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
+    "AnyMessage", "Barrier", "EnvironmentDecl", "Heartbeat", "Message", "ProtocolError",
+    "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key", "decode", "decode_frame",
+    "encode", "encode_json", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
     "split", "split_key", "step_number", "text_limit", "unpack_text", "utf8_bytes",
     "validate_message", "validate_samples",
 ]
@@ -179,6 +180,10 @@ def _barrier(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Barrier:
     return Barrier(mid, mtype, run)
 
 
+def _heartbeat(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Heartbeat:
+    return Heartbeat(mid, mtype, run)
+
+
 # Step keys already found valid: a trainer sends the same few hundred keys every step.
 _CHECKED_KEYS: set[str] = set()
 MAX_CHECKED_KEYS = 100_000
@@ -243,6 +248,7 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], str, str, str], AnyMessage]] = 
     "ranges": _ranges,
     "run.end": _run_end,
     "barrier": _barrier,
+    "heartbeat": _heartbeat,
 }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from trainer_hooks.wire.texts import TextColumn
 
 VERSION = 1
-MESSAGE_TYPES = ("run.start", "step", "samples", "ranges", "run.end", "barrier")
+MESSAGE_TYPES = ("run.start", "step", "samples", "ranges", "run.end", "barrier", "heartbeat")
 DISCARD_REASONS = ("max_async", "zero_advantage", "canceled")
 RUN_STATUSES = ("finished", "failed")
 MAX_KEY_CHARS = 200
@@ -191,7 +191,12 @@ class Barrier(Message):
     """Acked once everything acknowledged before it for the run is aggregated and readable."""
 
 
-AnyMessage = RunStart | Step | Samples | Ranges | RunEnd | Barrier
+@dataclass(frozen=True)
+class Heartbeat(Message):
+    """The trainer is alive: stores nothing but the run's last-seen time (no run is created)."""
+
+
+AnyMessage = RunStart | Step | Samples | Ranges | RunEnd | Barrier | Heartbeat
 
 
 def require(obj: dict[str, Any], name: str) -> Any:
