@@ -5,6 +5,8 @@
     telescope token PROJECT                                  a new ingest token (shown once)
     telescope import tensorboard|trackio|wandb PATH --project P [--run NAME]
     telescope demo                                           a synthetic GRPO run to look at
+    telescope sync [--spool DIR] [--token T] [--dry-run]     deliver the outboxes trainers
+                                                             left undelivered (no Django)
 
 Every command uses the data directory `--data-dir`, else `$TELESCOPE_DATA_DIR`, else
 `$XDG_DATA_HOME/telescope` (`~/.local/share/telescope`), and brings its database up to date
@@ -20,6 +22,8 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from trainer_hooks import sync as trainer_sync
 
 
 def default_data_dir() -> Path:
@@ -49,6 +53,11 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--project", default="demo")
     demo.add_argument("--run", default="grpo-demo")
     demo.add_argument("--steps", type=int, default=200)
+    about = ("deliver every outbox a trainer left undelivered (server down, process killed) "
+             "to the server and run it was meant for; needs only trainer_hooks (also: python "
+             "-m trainer_hooks.sync)")
+    sync = sub.add_parser("sync", help=about, description=about)
+    trainer_sync.add_arguments(sync)
     for command in (serve, token, imp, demo):  # also accepted after the command
         command.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
     return p
@@ -89,6 +98,8 @@ def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    if args.command == "sync":  # on a trainer's machine: no Django, no database
+        sys.exit(trainer_sync.run(args))
     setup(args.data_dir or default_data_dir())
     from django.core.management.base import CommandError
 

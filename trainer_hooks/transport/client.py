@@ -111,6 +111,7 @@ from trainer_hooks.transport.queue import (
 )
 from trainer_hooks.transport.run import RunTarget, ingest_url
 from trainer_hooks.transport.samples import TEXT_PICKS, PerGroup
+from trainer_hooks.transport.sync import undelivered
 from trainer_hooks.wire.protocol import TEXT_COLUMNS, check_key
 
 log = logging.getLogger("trainer_hooks.sender")
@@ -321,10 +322,20 @@ class Client:
         self._engine.kick()
         left = None if deadline is None else max(0.0, deadline - time.monotonic()) + 5.0
         self._thread.join(left)
+        self._report_undelivered(timeout)
         atexit.unregister(self._atexit)
         exits.unregister(self)
         self._close_result = ok
         return ok
+
+    def _report_undelivered(self, waited: float | None) -> None:
+        """One line for what the stopped sender left in the outbox: what, why, where, and
+        the `telescope sync` command that delivers it."""
+        left = self._engine.left
+        if left is None or not left.total or self._thread.is_alive():
+            return
+        log.warning("%s", undelivered(self.run, self.url, left, self.spool_path,
+                                      answered=self._books["connects"] > 0, waited=waited))
 
     def __enter__(self) -> Client:
         return self

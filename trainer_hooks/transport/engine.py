@@ -13,6 +13,7 @@ left the outbox (`FlushWaiters`). It also decides when staged bodies reach the d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -30,6 +31,7 @@ from trainer_hooks.transport.queue import CallQueue, FlushWaiters
 from trainer_hooks.transport.resume import ResumeFilter
 from trainer_hooks.transport.run import RunTarget
 from trainer_hooks.transport.sealer import Sealer
+from trainer_hooks.transport.spooled import Summary
 
 log = logging.getLogger("trainer_hooks.sender")
 
@@ -49,6 +51,7 @@ class SenderEngine:
         self.outbox: Outbox | None = None
         self.connection: Connection | None = None
         self.waiters: FlushWaiters | None = None
+        self.left: Summary | None = None  # what the outbox still held when the thread stopped
 
     # ---------------------------------------------------------------- any thread
 
@@ -141,6 +144,8 @@ class SenderEngine:
             waiters.resolve_all(False)
             try:
                 self.spill_due(outbox, everything=True)  # what was not acknowledged is replayed
+                with contextlib.suppress(sqlite3.Error):  # (only close()'s report needs it)
+                    self.left = outbox.summary()
             finally:
                 outbox.close()
 
@@ -179,7 +184,8 @@ class SenderEngine:
                 return outbox_files.open_slot(
                     base, self.target.run, name=options.spool_name, fsync=options.fsync,
                     scope=self.target.scope,
-                    staged=options.spill_after > 0 and not options.fsync)
+                    staged=options.spill_after > 0 and not options.fsync,
+                    url=self.target.url, token=self.target.token)
             return Outbox(None)
         except (OSError, sqlite3.Error) as exc:
             log.warning("telescope: cannot open the outbox (%s); keeping messages in memory "

@@ -39,13 +39,17 @@ Tables:
   does not double-count samples already on their way. Only a resume of the same incarnation
   consults it; a new experiment under the same name never does.
 - `meta(name, value)` — `gen` (the process counter), `incarnation` (the run attempt the
-  slot's latest client sent for; a resume continues it) and `sent` (the highest seq sent).
+  slot's latest client sent for; a resume continues it), `sent` (the highest seq sent), and
+  `run`, `url`, `token`: where the messages go (`remember_target`), so that `telescope sync`
+  (`transport.sync`) can deliver them once the trainer is gone. Because of the token the file
+  (and SQLite's `-wal` and `-shm` beside it) is readable by its owner only (mode 0600).
 
 The connection is used by one thread at a time (the sender's event-loop thread).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -60,6 +64,8 @@ from types import ModuleType
 from typing import Any
 
 import msgpack
+
+from trainer_hooks.transport.spooled import TARGET_KEYS, Summary, summarize
 
 _fcntl: ModuleType | None
 try:
@@ -152,21 +158,18 @@ class Outbox:
         self.in_doubt = 0  # ... and staged, sent, never acknowledged (the server may have them)
         self._after: list[Callable[[], None]] = []
         self._sent_mark = 0
+        if path is not None:
+            try:
+                _make_private(path)
+            except OSError:
+                if lock_fd is not None:
+                    os.close(lock_fd)  # (the slot's lock must not outlive a failed open)
+                raise
         self._db = sqlite3.connect(":memory:" if path is None else str(path),
                                    isolation_level=None, check_same_thread=False)
         try:
             if path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
-                self._db.execute("PRAGMA busy_timeout=5000")
-                # Messages are written, then deleted once acknowledged, within seconds: a log of
-                # 16 MB (not SQLite's 4 MB) lets most pages die before a checkpoint copies them
-                # into the database (measured: ~20% less CPU per sealed message).
-                self._db.execute("PRAGMA wal_autocheckpoint=4000")
-                # Debian builds SQLite zeroing freed pages: each acknowledged message's delete
-                # wrote its body to the log again (measured: the sender's writes 635 -> 290 MB
-                # for bench/peers_workload.py's 2,000 steps).
-                self._db.execute("PRAGMA secure_delete=OFF")
+                _tune(self._db, fsync)
             self._upgrade()
             self._db.executescript(_SCHEMA)
             with self._tx():
@@ -225,6 +228,18 @@ class Outbox:
     def _meta(self, name: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return None if row is None else row[0]
+
+    def remember_target(self, run: str, url: str, token: str) -> None:
+        """Record where this outbox's messages go: the run name, the server's ingest URL and
+        the token (the file is private), for `telescope sync` after the trainer is gone."""
+        with self._tx():
+            self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                 zip(TARGET_KEYS, (run, url, token), strict=True))
+
+    def summary(self) -> Summary:
+        """The pending messages by type (`spooled.Summary`); a body still staged in memory
+        counts as unwritten (the sender spills every body before it stops)."""
+        return summarize(self._db)
 
     def take_incarnation(self, resume: bool, new: str) -> str:
         """This process's run incarnation: with `resume` the one this slot sent for last (if
@@ -474,7 +489,39 @@ class _Tx:
             fn()
 
 
-def _try_lock(path: Path) -> int | None:
+def _tune(db: sqlite3.Connection, fsync: bool) -> None:
+    """How an outbox file is written."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+    db.execute("PRAGMA busy_timeout=5000")
+    # Messages are written, then deleted once acknowledged, within seconds: a log of 16 MB (not
+    # SQLite's 4 MB) lets most pages die before a checkpoint copies them into the database
+    # (measured: ~20% less CPU per sealed message).
+    db.execute("PRAGMA wal_autocheckpoint=4000")
+    # Debian builds SQLite zeroing freed pages: each acknowledged message's delete wrote its
+    # body to the log again (measured: the sender's writes 635 -> 290 MB for
+    # bench/peers_workload.py's 2,000 steps).
+    db.execute("PRAGMA secure_delete=OFF")
+
+
+def _make_private(path: Path) -> None:
+    """Owner-only access to an outbox file (it holds the ingest token), made so before SQLite
+    opens it: SQLite gives its -wal and -shm files the database file's mode. A file from before
+    tokens were kept is made private too (unless it is someone else's: left as it is)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        with contextlib.suppress(PermissionError):
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            os.chmod(path.with_name(path.name + suffix), 0o600)
+
+
+def try_lock(path: Path) -> int | None:
+    """The exclusive lock on a slot (its `.lock` file): the open descriptor that holds it, or
+    None when another process holds it (a live client, or `telescope sync` delivering it)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     if _fcntl is None:
         return fd
@@ -487,21 +534,23 @@ def _try_lock(path: Path) -> int | None:
 
 
 def open_slot(directory: Path, run: str, *, name: str | None = None,
-              fsync: bool = False, scope: str = "", staged: bool = False) -> Outbox:
+              fsync: bool = False, scope: str = "", staged: bool = False,
+              url: str | None = None, token: str | None = None) -> Outbox:
     """Open (creating) this client's slot of `run` under `directory` and adopt the pending
     messages of unlocked slots left by clients that died.
 
     With `name` the slot is `<name>.sqlite` (a stable identity for one of several workers of
     a run on one machine, so its restart finds its own sample keys); otherwise, or when that
-    name is in use, the lowest free `slot-<i>.sqlite`."""
+    name is in use, the lowest free `slot-<i>.sqlite`. With `url` and `token` the slot
+    remembers them (`Outbox.remember_target`), for `telescope sync`."""
     base = directory / run_key(run, scope)
-    base.mkdir(parents=True, exist_ok=True)
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
     candidates = [f"slot-{i}" for i in range(MAX_SLOTS)]
     if name is not None:
         candidates.insert(0, re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64])
     mine: Outbox | None = None
     for stem in candidates:
-        fd = _try_lock(base / f"{stem}.lock")
+        fd = try_lock(base / f"{stem}.lock")
         if fd is not None:
             if name is not None and stem != candidates[0]:
                 log.warning("telescope: spool slot %r is in use; using %s", name, stem)
@@ -509,10 +558,23 @@ def open_slot(directory: Path, run: str, *, name: str | None = None,
             break
     if mine is None:
         raise OSError(f"all {MAX_SLOTS} spool slots of {base} are in use")
+    if url is not None and token is not None:
+        try:
+            mine.remember_target(run, url, token)
+        except BaseException:
+            mine.close()
+            raise
+    _adopt_dead(mine, base, fsync)
+    return mine
+
+
+def _adopt_dead(mine: Outbox, base: Path, fsync: bool) -> None:
+    """Move the pending messages of every unlocked slot of `base` (a client that died) into
+    `mine`."""
     for other_path in sorted(base.glob("*.sqlite")):
         if other_path == mine.path:
             continue
-        fd = _try_lock(other_path.with_suffix(".lock"))
+        fd = try_lock(other_path.with_suffix(".lock"))
         if fd is None:
             continue
         other = Outbox(other_path, lock_fd=fd, fsync=fsync, bump_gen=False)
@@ -522,4 +584,3 @@ def open_slot(directory: Path, run: str, *, name: str | None = None,
                 log.info("telescope: adopted %d pending messages from %s", moved, other_path)
         finally:
             other.close()
-    return mine
