@@ -13,6 +13,10 @@ seals what is logged into a durable outbox and streams it to the server.
   (samples stored once across a resume).
 - `connection`: outbox → server (batch frames, acks, reconnects, close codes).
 - `outbox`: the durable outbox (SQLite per server, token and run name).
+- `spooled`: what an outbox file holds, read without changing it (pending messages by type,
+  where they go).
+- `sync`: `telescope sync`, delivering the outboxes trainers left undelivered with the
+  connection above (command line: `trainer_hooks.sync`).
 
 Each part is handed what it works with when it is made; none imports the part that made it.
 """
