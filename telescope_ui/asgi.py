@@ -15,16 +15,16 @@ django_asgi_app = get_asgi_application()
 # Consumers import models: only after the app registry is ready.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from ingest.consumers import IngestConsumer  # noqa: E402
 from telescope_ui.assets import static_app  # noqa: E402
 from telescope_ui.live import LiveConsumer  # noqa: E402
+from telescope_ui.origin import SameOriginValidator  # noqa: E402
 
 # Trainers are not browsers: no Origin to check, a bearer token instead.
 ingest_routes = URLRouter([path("ws/ingest/", IngestConsumer.as_asgi())])
-live_routes = AllowedHostsOriginValidator(
+live_routes = SameOriginValidator(
     AuthMiddlewareStack(URLRouter([path("ws/live/", LiveConsumer.as_asgi())]))
 )
 

@@ -52,7 +52,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.interval = settings.TELESCOPE_LIVE_INTERVAL_MS / 1000
         client = self.scope.get("client") or (None, None)
         if not may_read(client[0], self.scope.get("user")):
-            await self.close(code=CLOSE_FORBIDDEN)  # sign in first (telescope_ui.access)
+            # sign in first (telescope_ui.access); accepted first so the page gets the close
+            # code (a refused handshake is only an HTTP 403)
+            await self.accept()
+            await self.close(code=CLOSE_FORBIDDEN)
             return
         await self.accept()  # pages only subscribe, replay and forward: aggregation is the
         # pipeline's (ingest.materialize), never driven from here

@@ -148,3 +148,41 @@ async def test_points_that_arrive_during_a_flush_are_sent_after_it(
         delta = await page.recv_delta()
         assert delta["from_seq"] == last
         last = delta["seq"]
+
+
+@pytest.mark.parametrize(("origin", "allowed"), [
+    (b"http://127.0.0.1:8000", True),
+    (b"http://127.0.0.1:9999", False),  # another server of the same host
+    (b"http://localhost:8000", False),  # another host name: another origin
+    (b"https://127.0.0.1:8000", False),
+    (b"null", False),
+])
+async def test_a_page_must_come_from_the_dashboards_own_origin_port_included(
+        transactional_db: None, origin: bytes, allowed: bool) -> None:
+    headers = [(b"origin", origin), (b"host", b"127.0.0.1:8000")]
+    comm = WebsocketCommunicator(application, "/ws/live/", headers=headers)
+    connected, _ = await comm.connect()
+    assert connected is allowed
+    await comm.disconnect()
+
+
+def test_same_origin_takes_default_ports_and_trusted_origins(settings: Any) -> None:
+    from telescope_ui.origin import same_origin
+
+    assert same_origin("http://dash.example", "dash.example:80")
+    assert same_origin("https://dash.example", "dash.example", "https")
+    assert not same_origin("https://dash.example", "dash.example")  # served over plain ws
+    assert not same_origin("http://dash.example:8080", "dash.example")
+    settings.CSRF_TRUSTED_ORIGINS = ["https://dash.example"]
+    assert same_origin("https://dash.example", "10.0.0.5:8000")  # behind a proxy
+
+
+async def test_a_reader_from_afar_without_an_account_gets_close_4403_as_documented(
+        transactional_db: None) -> None:
+    comm = WebsocketCommunicator(application, "/ws/live/", headers=[
+        (b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")])
+    comm.scope["client"] = ["10.1.2.3", 5000]
+    connected, _ = await comm.connect()
+    assert connected  # (not an HTTP 403: the page is told why)
+    assert (await comm.receive_output(5)) == {"type": "websocket.close", "code": 4403}
+    await comm.disconnect()
