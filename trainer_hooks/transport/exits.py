@@ -73,7 +73,7 @@ def _install() -> None:
     sys.excepthook = excepthook
     previous_exit = sys.exit
 
-    def exit_(code: object = None) -> Any:
+    def exit_(code: Any = None) -> Any:
         _exit_code.append(code)
         return previous_exit(code)
 
