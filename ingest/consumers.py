@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -15,6 +13,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from ingest import auth, broadcast, health, liveness, renormalize
+from ingest.admission import INBOX_FRAMES, TokenBucket, TokenState, ingest_executor, token_state
 from ingest.frames import handle_frames
 from ingest.materialize import MATERIALIZER, behind, still_behind
 from ingest.store import Outcome
@@ -36,34 +35,6 @@ BARRIER_TIMEOUT_SECONDS = 120.0
 GROUP_FRAMES = 64
 GROUP_BYTES = 256 * 1024
 ALONE_BYTES = 64 * 1024
-# ... and at most this many wait (the socket is not read meanwhile: back-pressure on the client).
-INBOX_FRAMES = 128
-
-
-@functools.cache
-def ingest_executor() -> ThreadPoolExecutor:
-    """The thread that applies frames (with its own database connection), apart from the one
-    Django and Channels share for everything else — page reads, live replays, connection
-    housekeeping between messages — so neither waits behind the other. One: writes of one
-    database serialize anyway (SQLite has one writer; PostgreSQL scales out by processes)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
-
-
-class TokenBucket:
-    """Messages per second with a burst allowance."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate, self.capacity, self.tokens = rate, burst, burst
-        self.stamp = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
 
 
 class IngestConsumer(AsyncWebsocketConsumer):
@@ -73,6 +44,8 @@ class IngestConsumer(AsyncWebsocketConsumer):
     order) is sent only after that commit (after aggregation, for a barrier)."""
 
     project_id: int | None = None
+    token: TokenState | None = None
+    held_bytes = 0  # of this connection's frames received and not yet applied
     worker: asyncio.Task[None] | None = None
     keeper: asyncio.Task[None] | None = None  # refreshes `runs`' liveness while open
     # No channel of its own: ingest needs no channel layer, so a layer that is down (Redis)
@@ -84,9 +57,12 @@ class IngestConsumer(AsyncWebsocketConsumer):
         token = auth.bearer(headers.get(b"authorization"))
         self.project_id = await database_sync_to_async(auth.project_for_token)(token)
         await self.accept()
-        if self.project_id is None:
+        if self.project_id is None or token is None:
             await self.close(code=CLOSE_BAD_TOKEN)
             return
+        key = auth.digest(token)
+        self.token = token_state(key)
+        self.writer = ingest_executor().lane(key)  # its turns, shared with the token's others
         self.bucket = TokenBucket(settings.TELESCOPE_MAX_MESSAGES_PER_SECOND,
                                   settings.TELESCOPE_RATE_BURST)
         self.inbox: asyncio.Queue[tuple[Any, bool]] = asyncio.Queue(INBOX_FRAMES)
@@ -98,6 +74,9 @@ class IngestConsumer(AsyncWebsocketConsumer):
         for task in (self.worker, self.keeper):
             if task is not None:
                 task.cancel()
+        if self.token is not None:
+            self.token.release(self.held_bytes)
+            self.held_bytes = 0
 
     async def keep_alive(self) -> None:
         """While the connection is open its runs' trainers are alive (ingest.liveness): a
@@ -106,7 +85,7 @@ class IngestConsumer(AsyncWebsocketConsumer):
             await asyncio.sleep(liveness.refresh_seconds())
             try:
                 await database_sync_to_async(
-                    liveness.touch, thread_sensitive=False, executor=ingest_executor())(
+                    liveness.touch, thread_sensitive=False, executor=self.writer)(
                     set(self.runs))
             except Exception as exc:  # noqa: BLE001 - the next message or refresh tries again
                 log.warning("could not refresh the liveness of runs %s: %s", self.runs, exc)
@@ -126,10 +105,17 @@ class IngestConsumer(AsyncWebsocketConsumer):
         if size > settings.TELESCOPE_MAX_MESSAGE_BYTES:
             await self.close(code=CLOSE_TOO_LARGE)
             return
-        if not self.bucket.take():  # a frame costs one token, a batch frame too
+        assert self.token is not None
+        # A frame (a batch frame too) costs one of the connection's and one of the token's
+        # tokens; past the backlog bound the connection is closed, never read on into memory
+        # (ingest.admission).
+        held = len(data)  # (what it holds in memory, near enough for text)
+        if not (self.bucket.take() and self.token.bucket.take()) or self.inbox.full() \
+                or not self.token.hold(held):
             await self.close(code=CLOSE_RATE_LIMITED)
             return
-        await self.inbox.put((data, binary))
+        self.held_bytes += held
+        self.inbox.put_nowait((data, binary))
         if self.worker is None:
             self.worker = asyncio.ensure_future(self._work())
 
@@ -149,7 +135,7 @@ class IngestConsumer(AsyncWebsocketConsumer):
                 size += len(frame[0])
             try:
                 results = await database_sync_to_async(
-                    handle_frames, thread_sensitive=False, executor=ingest_executor())(
+                    handle_frames, thread_sensitive=False, executor=self.writer)(
                     self.project_id, frames)
             except Exception as exc:  # the storage failed: nothing acked, the client resends
                 log.exception("ingest failed; closing the connection (%d: retry)",
@@ -157,6 +143,10 @@ class IngestConsumer(AsyncWebsocketConsumer):
                 health.ingest_failed(exc)
                 await self.close(code=CLOSE_STORAGE_FAILED)
                 return
+            applied = sum(len(data) for data, _ in frames)
+            self.held_bytes -= applied
+            assert self.token is not None
+            self.token.release(applied)
             health.ingest_succeeded()
             for outcomes, _ in results:
                 for outcome in outcomes:

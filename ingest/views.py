@@ -13,6 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from ingest import auth, broadcast, health
+from ingest.admission import ingest_executor, token_state
 from ingest.consumers import wait_aggregated
 from ingest.frames import handle_objects
 from ingest.materialize import MATERIALIZER
@@ -24,9 +25,16 @@ log = logging.getLogger(__name__)
 @csrf_exempt  # bearer-token API, no cookies involved
 @require_POST
 def ingest(request: HttpRequest) -> JsonResponse:
-    project_id = auth.project_for_token(auth.bearer(request.headers.get("Authorization")))
-    if project_id is None:
+    token = auth.bearer(request.headers.get("Authorization"))
+    project_id = auth.project_for_token(token)
+    if project_id is None or token is None:
         return JsonResponse({"error": "missing or bad token"}, status=401)
+    key = auth.digest(token)
+    if not token_state(key).bucket.take():  # the token's budget, shared with its sockets
+        return JsonResponse({"error": "rate limited: this token sends more than "
+                             f"{settings.TELESCOPE_TOKEN_MESSAGES_PER_SECOND} requests and "
+                             "frames per second", "retry": True}, status=429,
+                            headers={"Retry-After": "1"})
     limit = settings.TELESCOPE_MAX_MESSAGE_BYTES
     too_large = JsonResponse({"error": f"body too large: the limit is {limit} bytes"},
                              status=413)
@@ -49,7 +57,10 @@ def ingest(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": exc.message}, status=400)
     messages: list[Any] = payload if isinstance(payload, list) else [payload]
     try:
-        outcomes = handle_objects(project_id, messages)
+        # on the ingest writer, in the token's turn (ingest.admission): a flood of requests
+        # waits behind its own token's work, not in front of every other token's
+        outcomes = ingest_executor().submit_to(key, handle_objects, project_id,
+                                               messages).result()
     except Exception as exc:  # noqa: BLE001 - the storage failed: nothing stored, retryable
         log.exception("HTTP ingest failed; answered 503 (retry)")
         health.ingest_failed(exc)

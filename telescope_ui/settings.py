@@ -196,6 +196,11 @@ TELESCOPE_MAX_MESSAGE_BYTES = envint("TELESCOPE_MAX_MESSAGE_BYTES", 8 * 1024 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = TELESCOPE_MAX_MESSAGE_BYTES + 1
 TELESCOPE_MAX_MESSAGES_PER_SECOND = envint("TELESCOPE_MAX_MESSAGES_PER_SECOND", 2000)
 TELESCOPE_RATE_BURST = envint("TELESCOPE_RATE_BURST", 4000)
+# Per token, across its connections and HTTP requests (ingest.admission): the rate of frames /
+# bodies, and the bytes received but not yet applied the server holds for it at most.
+TELESCOPE_TOKEN_MESSAGES_PER_SECOND = envint("TELESCOPE_TOKEN_MESSAGES_PER_SECOND", 8000)
+TELESCOPE_TOKEN_RATE_BURST = envint("TELESCOPE_TOKEN_RATE_BURST", 16000)
+TELESCOPE_TOKEN_BACKLOG_BYTES = envint("TELESCOPE_TOKEN_BACKLOG_BYTES", 64 << 20)
 TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)
 # Sample text (`prompt`, `completion`; ingest.texts), in UTF-8 bytes. Per samples message: more
 # is refused with an error naming the field. Per run: once a run holds this much, the text of

@@ -119,7 +119,7 @@ def _materializer_leaves_no_connection(django_db_setup: None,
     yield
     from django.db import connections
 
-    from ingest.consumers import ingest_executor
+    from ingest.admission import ingest_executor
     from ingest.materialize import MATERIALIZER
 
     with django_db_blocker.unblock():
