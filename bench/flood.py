@@ -1,11 +1,13 @@
 """Benchmark: a flooding token must neither grow the server without bound nor slow another
 token down (docs/operations.md "Limits").
 
-    .venv/bin/python bench/flood.py [--seconds 20] [--connections 8] [--server-root DIR]
+    .venv/bin/python bench/flood.py [--seconds 20] [--connections 8] [--frame-kib 512]
+                                    [--server-root DIR]
 
-Token A floods: `--connections` WebSocket connections each pipelining batch frames of 50 step
-messages (40 keys each) as fast as they go, never waiting for a reply, reconnecting 0.1 s after
-each close; and one HTTP client posting such batches back to back. Token B behaves: one
+Token A floods: `--connections` WebSocket connections each pipelining samples messages of about
+`--frame-kib` KiB (msgpack, ids unique) as fast as they go, never waiting for a reply,
+reconnecting 0.1 s after each close; and one HTTP client posting batches of 50 step messages
+back to back. Token B behaves: one
 connection sends one step message every 50 ms and times each ack. Printed: B's ack latency
 before the flood and during it (p50 / p99 / max; target p99 ≤ 300 ms during), the server
 process's RSS before, at its peak and after (the growth the flood caused), and what A got
@@ -26,6 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import numpy as np
 import orjson
 from websockets.exceptions import ConnectionClosed
@@ -51,11 +54,25 @@ def batch(prefix: str, k: int) -> bytes:
                          for i in range(50)])
 
 
+PLACEHOLDER = b"ID-000000000000"
+
+
+def samples_template(kib: int) -> bytes:
+    """A samples message of about `kib` KiB whose id is PLACEHOLDER (replaced per frame)."""
+    n = max(8, kib * 1024 // 18)
+    return msgpack.packb({"v": 1, "id": PLACEHOLDER.decode(), "type": "samples", "run": "flood",
+                          "step": 0, "sample_id": list(range(n)),
+                          "group_id": [i // 8 for i in range(n)],
+                          "reward": [float(i % 7) for i in range(n)]})
+
+
 class Flood:
     """Token A's traffic, on threads, until `stop` is set."""
 
-    def __init__(self, server: Any, token: str, connections: int) -> None:
+    def __init__(self, server: Any, token: str, connections: int, kib: int) -> None:
         self.server, self.token, self.stop = server, token, threading.Event()
+        self.template = samples_template(kib)
+        self.bytes_sent = 0
         self.sent = self.closes = self.http_429 = self.http_ok = 0
         self.threads = [threading.Thread(target=self.socket, args=(c,), daemon=True)
                         for c in range(connections)]
@@ -73,9 +90,11 @@ class Flood:
                 with connect(self.server.ws + "/ws/ingest/", additional_headers=headers,
                              max_queue=None, max_size=None) as ws:
                     while not self.stop.is_set():
-                        ws.send(batch(f"c{c}", k))
+                        frame = self.template.replace(PLACEHOLDER, b"ID-%02d-%09d" % (c, k))
+                        ws.send(frame)
                         k += 1
                         self.sent += 1
+                        self.bytes_sent += len(frame)
             except (ConnectionClosed, OSError):
                 self.closes += 1
                 time.sleep(0.1)
@@ -103,7 +122,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def measure(server: Any, flood_token: str, calm_token: str, seconds: float,
-            connections: int) -> dict[str, Any]:
+            connections: int, kib: int) -> dict[str, Any]:
     assert server.proc is not None
     pid = server.proc.pid
     lat: dict[str, list[float]] = {"before": [], "during": []}
@@ -127,7 +146,7 @@ def measure(server: Any, flood_token: str, calm_token: str, seconds: float,
     probe.start()
     time.sleep(3.0)
     rss0, peak = rss_mib(pid), 0.0
-    flood = Flood(server, flood_token, connections)
+    flood = Flood(server, flood_token, connections, kib)
     phase["name"] = "during"
     flood.start()
     end = time.monotonic() + seconds
@@ -146,6 +165,7 @@ def main() -> int:
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--frame-kib", type=int, default=512)
     ap.add_argument("--server-root", type=Path, default=None)
     args = ap.parse_args()
     if args.server_root:
@@ -154,14 +174,15 @@ def main() -> int:
         state = ServerState(Path(d))
         with running(state) as server:
             got = measure(server, state.token("flood"), state.token("calm"), args.seconds,
-                          args.connections)
+                          args.connections, args.frame_kib)
     before, during = got["lat"]["before"], got["lat"]["during"]
     rss0, peak, after = got["rss"]
     flood = got["flood"]
     p99 = pct(during, 99)
     print(f"flood: {args.connections} connections pipelining + 1 HTTP client for "
-          f"{args.seconds:.0f} s: {flood.sent:,} frames sent, {flood.closes} closes (4429 or "
-          f"reset), HTTP {flood.http_ok} ok / {flood.http_429} 429")
+          f"{args.seconds:.0f} s: {flood.sent:,} frames ({flood.bytes_sent / 2**20:,.0f} MiB) "
+          f"sent, {flood.closes} closes (4429 or reset), HTTP {flood.http_ok} ok / "
+          f"{flood.http_429} 429")
     print(f"calm token's acks: before p50 {pct(before, 50):.1f} ms (n={len(before)}); during "
           f"p50 {pct(during, 50):.1f}, p99 {p99:.1f}, max {max(during, default=0):.1f} ms "
           f"(n={len(during)}); target p99 ≤ {TARGET_P99_MS:.0f} ms: "
