@@ -44,11 +44,16 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     token = sub.add_parser("token", help="create an ingest token for PROJECT (shown once)")
     token.add_argument("project")
-    imp = sub.add_parser("import", help="import TensorBoard, trackio or W&B offline runs")
-    imp.add_argument("source", choices=("tensorboard", "trackio", "wandb"))
-    imp.add_argument("path")
-    imp.add_argument("--project", required=True)
-    imp.add_argument("--run")
+    imp = sub.add_parser("import", help="import TensorBoard, trackio or W&B offline runs; "
+                         "exits 1 when a run was not imported (a damaged file: named with "
+                         "where it is damaged, nothing of that run stored)")
+    imp.add_argument("source", choices=("tensorboard", "trackio", "wandb"),
+                     help="the tool that logged the runs")
+    imp.add_argument("path", help="TensorBoard log dir or event file; a trackio project .db; "
+                     "a W&B offline-run folder or a folder of them")
+    imp.add_argument("--project", required=True, help="the Telescope project")
+    imp.add_argument("--run", help="the Telescope run name (when PATH holds one run; "
+                     "default: the run's own name)")
     demo = sub.add_parser("demo", help="ingest a synthetic GRPO run to look at")
     demo.add_argument("--project", default="demo")
     demo.add_argument("--run", default="grpo-demo")

@@ -1,9 +1,17 @@
 """Send a `SourceRun` through the real ingest path (`ingest.frames.handle_objects`).
 
-Idempotent: every message id is derived from the source run (`identity`) and the Telescope run
-name, and so is the run's incarnation, so importing the same run again reaches the same
-Telescope run, whose server acks every message as a duplicate and adds nothing. Rows that are
-new since the last import (a run that went on logging) are added.
+Idempotent: the run's incarnation is derived from the source run (`identity`) and the Telescope
+run name, so importing the same run again reaches the same Telescope run; every message id
+from that and the message's content (a step's id: its step and a digest of its time and
+values), so the server acks an unchanged import as duplicates and adds nothing, while rows that
+are new or changed since the last import (a run that went on logging, a resumed W&B run's
+steps logged again) are stored. The run.start's id digests the whole import (config, status,
+every step's id), so an import that changes anything starts the run again (config,
+`total_steps` and status brought up to date) and one that changes nothing adds nothing.
+
+`total_steps` is never the last step read: a run.start carries the config, and the server
+takes `total_steps` from its `total_steps` or `max_steps` (the length the source planned);
+without them it stays unknown.
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from ingest.frames import handle_objects
 from ingest.importers.source import Row, SourceRun, json_config, parts
@@ -71,28 +81,35 @@ def _prefix(source: SourceRun, run_name: str) -> str:
     return f"import-{source.kind}-{digest.hexdigest()[:20]}"
 
 
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
 def _messages(source: SourceRun, rows: list[Row], run_name: str,
               prefix: str) -> Iterator[tuple[dict[str, Any], int]]:
     """(message, steps it completes) in order: run.start, the steps, run.end."""
     base = {"v": 1, "run": run_name, "incarnation": prefix}
-    start: dict[str, Any] = {**base, "id": f"{prefix}-start", "type": "run.start",
-                             "config": json_config({**source.config,
-                                                    "imported_from": source.kind})}
-    if rows:
-        start["total_steps"] = max(1, rows[-1][0])
-        if rows[0][1] is not None:
-            start["time"] = rows[0][1]
-    yield start, 0
+    steps: list[tuple[dict[str, Any], int]] = []
     for step, when, metrics in rows:
         pieces = parts(metrics)
         for i, piece in enumerate(pieces):
-            msg = {**base, "id": f"{prefix}-s{step}" + (f"-{i}" if i else ""), "type": "step",
+            msg = {**base, "id": f"{prefix}-s{step}-{_digest(when, piece)}", "type": "step",
                    "step": step, "metrics": piece}
             if when is not None:
                 msg["time"] = when
-            yield msg, int(i == len(pieces) - 1)
+            steps.append((msg, int(i == len(pieces) - 1)))
+    config = json_config({**source.config, "imported_from": source.kind})
+    when = rows[0][1] if rows else None
+    generation = _digest(config, when, source.status, [m["id"] for m, _ in steps])
+    start: dict[str, Any] = {**base, "id": f"{prefix}-start-{generation}", "type": "run.start",
+                             "config": config}
+    if when is not None:
+        start["time"] = when
+    yield start, 0
+    yield from steps
     if source.status:
-        yield {**base, "id": f"{prefix}-end", "type": "run.end", "status": source.status}, 0
+        yield {**base, "id": f"{prefix}-end-{generation}", "type": "run.end",
+               "status": source.status}, 0
 
 
 def _apply(project_id: int, batch: list[dict[str, Any]],

@@ -43,6 +43,13 @@ class SourceRun:
     status: str | None = None  # "finished" / "failed" when the source says how it ended
     steps_hint: int | None = None  # how many rows, when known before reading (progress)
     skipped: dict[str, int] = field(default_factory=dict)  # values left out, by reason
+    warnings: list[str] = field(default_factory=list)  # said on stderr; the run is imported
+
+
+class DamagedSource(ValueError):
+    """A source file that is not as its tool writes it (a checksum that does not match, a
+    record that does not decode, a malformed database): nothing of its run is imported. The
+    message names the file and where (a byte offset, a row)."""
 
 
 def clean_key(key: str) -> str | None:

@@ -5,13 +5,28 @@ have sent (run, config, history, summary, exit, ...), each a `wandb_internal_pb2
 protobuf, framed LevelDB-log style: a 7-byte file header (`:W&B`, magic 0xBEE1, version 0),
 then 32 KiB blocks of chunks, each `crc32 (LE u32) · length (LE u16) · type (u8) · data`, a
 record being one FULL chunk or FIRST, MIDDLE..., LAST (a block's last < 7 bytes are padding).
-The framing is read here; the records are decoded with the `wandb` package's own protobuf
-classes. History rows become step metrics (`_step` is the step, `_timestamp` its time; nested
-keys joined with "."), the run's config (and later config updates) the run config, the exit
-record the run's status (exit code 0: finished, else failed; none: left running).
+The framing is read here, every chunk's checksum verified as wandb's own reader does (CRC-32
+of the data, seeded with the CRC-32 of the chunk's type byte); the records are decoded with
+the `wandb` package's own protobuf classes. History rows become step metrics (`_step` is the
+step, `_timestamp` its time; nested keys joined with "."), the run's config (and later config
+updates) the run config, the exit record the run's status (exit code 0: finished, else
+failed; none: left running).
 
 PATH is an offline-run folder, its `.wandb` file, or a folder holding offline-run folders
-(`wandb/` or the folder above it).
+(`wandb/` or the folder above it). The folders of one run id (W&B offline cannot resume: a
+"resumed" offline run is a new folder with the same id, its steps counted from 0 again) are
+segments of ONE run, read in the order they started: at a step that several logged, the
+latest segment's values stand (as a run resumed from a checkpoint re-does its steps), and the
+import says so.
+
+Damage: a chunk whose checksum does not match, of an unknown type, longer than its block, out
+of sequence (a MIDDLE without a FIRST...), non-zero block padding, a wrong file header or a
+record that does not decode is corruption (`DamagedSource`, naming the file and the chunk's
+byte offset): nothing of the run is imported. A file that ends inside a chunk or between the
+chunks of a split record is a torn tail (a run still being written or killed, or a copy cut
+short): the whole records before it are imported, with a warning, and the run is not marked
+ended. (A length field is not checksummed: a damaged length in the very last chunk reads as a
+torn tail.)
 """
 
 from __future__ import annotations
@@ -20,20 +35,37 @@ import json
 import struct
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ingest.importers.source import Row, SourceRun, clean_run_name, merge_rows, plain_config
+from ingest.importers.source import (
+    DamagedSource,
+    Row,
+    SourceRun,
+    clean_run_name,
+    merge_rows,
+    plain_config,
+)
 
 HEADER = struct.Struct("<4sHB")
+HEADER_BYTES = HEADER.pack(b":W&B", 0xBEE1, 0)
 CHUNK = struct.Struct("<IHB")
 BLOCK = 32768
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 _CRC_SEED = {t: zlib.crc32(bytes([t])) & 0xFFFFFFFF for t in (FULL, FIRST, MIDDLE, LAST)}
 
 
-class CorruptLog(ValueError):
-    pass
+@dataclass
+class Segment:
+    """One `.wandb` file of a run, as far as its first records tell (name, start time)."""
+
+    path: Path
+    run_id: str
+    identity: str
+    name: str
+    started: float
+    error: DamagedSource | None = None  # raised when the run is read
 
 
 def find_runs(path: Path) -> list[SourceRun]:
@@ -45,35 +77,83 @@ def find_runs(path: Path) -> list[SourceRun]:
     else:
         files = sorted(path.glob("offline-run-*/*.wandb")) or sorted(
             path.glob("wandb/offline-run-*/*.wandb"))
-    return [_source(f) for f in files]
+    groups: dict[str, list[Segment]] = {}
+    for f in files:
+        segment = _segment(f)
+        groups.setdefault(segment.run_id, []).append(segment)
+    return [_source(sorted(g, key=lambda s: (s.started, str(s.path)))) for g in groups.values()]
 
 
-def _source(path: Path) -> SourceRun:
+def _segment(path: Path) -> Segment:
     run_id = path.stem.removeprefix("run-")
-    run = SourceRun(kind="wandb", name=run_id, identity=run_id, read=list)
-    for record in _records(path):  # the run record comes first: name the run before reading
-        if record.WhichOneof("record_type") == "run":
-            run.name = clean_run_name(record.run.display_name or record.run.run_id or run_id)
-            run.identity = f"{record.run.project}/{record.run.run_id or run_id}"
-            break
-    run.read = lambda: _read(path, run)
+    segment = Segment(path, run_id, run_id, run_id, 0.0)
+    try:
+        for _, record in _records(path):  # the run record comes first: stop there
+            if record.WhichOneof("record_type") == "run":
+                segment.name = record.run.display_name or record.run.run_id or run_id
+                segment.identity = f"{record.run.project}/{record.run.run_id or run_id}"
+                segment.started = record.run.start_time.ToSeconds()
+                break
+    except DamagedSource as exc:
+        segment.error = exc  # reported with its run, the other runs are imported
+    return segment
+
+
+def _source(segments: list[Segment]) -> SourceRun:
+    first = segments[0]
+    run = SourceRun(kind="wandb", name=clean_run_name(first.name), identity=first.identity,
+                    read=list)
+    run.read = lambda: _read(segments, run)
     return run
 
 
-def _read(path: Path, run: SourceRun) -> list[Row]:
+def _read(segments: list[Segment], run: SourceRun) -> list[Row]:
     raw: list[tuple[int, float | None, dict[str, Any]]] = []
-    for record in _records(path):
+    seen: set[int] = set()
+    torn = False
+    for segment in segments:
+        if segment.error is not None:
+            raise segment.error
+        log = Log(segment.path.read_bytes(), str(segment.path))
+        rows = _read_segment(log, run)
+        again = seen.intersection(r[0] for r in rows)
+        if again:
+            run.warnings.append(
+                f"{segment.path.parent.name} logs {len(again):,} steps ({min(again)}–"
+                f"{max(again)}) again that an earlier segment of run {run.name!r} logged: "
+                "this later segment's values stand at those steps")
+        seen.update(r[0] for r in rows)
+        raw += rows
+        if log.torn_at is not None:
+            torn = True
+            run.warnings.append(
+                f"{segment.path}: ends inside the record at byte {log.torn_at} (a run still "
+                f"being written or killed, or a copy cut short): imported the {log.count:,} "
+                "whole records before it; the run is not marked ended")
+    if torn:
+        run.status = None
+    run.config = plain_config(run.config)
+    return merge_rows(raw, run.skipped)
+
+
+def _read_segment(log: Log, run: SourceRun) -> list[tuple[int, float | None, dict[str, Any]]]:
+    """The history rows of one log; its config and exit status go to `run` (a later
+    segment's exit record decides)."""
+    from wandb.proto import wandb_internal_pb2
+
+    rows: list[tuple[int, float | None, dict[str, Any]]] = []
+    run.status = None
+    for _, record in _decode(log, wandb_internal_pb2):
         kind = record.WhichOneof("record_type")
         if kind == "history":
-            raw.append(_history_row(record.history, len(raw)))
+            rows.append(_history_row(record.history, len(rows)))
         elif kind == "run":
             run.config.update(_config_items(record.run.config.update))
         elif kind == "config":
             run.config.update(_config_items(record.config.update))
         elif kind == "exit":
             run.status = "finished" if record.exit.exit_code == 0 else "failed"
-    run.config = plain_config(run.config)
-    return merge_rows(raw, run.skipped)
+    return rows
 
 
 def _history_row(history: Any, index: int) -> tuple[int, float | None, dict[str, Any]]:
@@ -103,48 +183,89 @@ def _config_items(items: Any) -> dict[str, Any]:
     return out
 
 
-def _records(path: Path) -> Iterator[Any]:
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
     from wandb.proto import wandb_internal_pb2
 
-    for data in read_log(path.read_bytes(), str(path)):
-        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]  # protoc-generated
-        record.ParseFromString(data)
-        yield record
+    return _decode(Log(path.read_bytes(), str(path)), wandb_internal_pb2)
 
 
-def read_log(data: bytes, name: str = "log") -> Iterator[bytes]:
-    """The records of a W&B transaction log (see the module docstring). A torn last record
-    (a run killed mid-write) ends the log; a bad checksum elsewhere raises CorruptLog."""
-    if len(data) < HEADER.size:
-        raise CorruptLog(f"{name}: too short for a W&B log")
-    ident, magic, version = HEADER.unpack_from(data)
-    if ident != b":W&B" or magic != 0xBEE1 or version != 0:
-        raise CorruptLog(f"{name}: not a W&B transaction log (header {data[:7]!r})")
-    pos, pending = HEADER.size, None
-    while pos < len(data):
-        left = BLOCK - pos % BLOCK
-        if left < CHUNK.size:  # padding at the end of a block
-            pos += left
-            continue
-        if pos + CHUNK.size > len(data):
+def _decode(log: Log, pb2: Any) -> Iterator[tuple[int, Any]]:
+    """(byte offset, `Record`) of each whole record of `log`."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    for offset, data in log:
+        record = pb2.Record()
+        try:
+            record.ParseFromString(data)
+        except DecodeError as exc:
+            raise DamagedSource(f"{log.name}: record at byte {offset} is not a W&B record "
+                                f"({exc})") from None
+        yield offset, record
+
+
+class Log:
+    """The records of a W&B transaction log (see the module docstring): iterate for (byte
+    offset, data) of each whole record; then `torn_at` is the byte where an unfinished last
+    record begins (None: the log ends on a record boundary) and `count` the records read."""
+
+    def __init__(self, data: bytes, name: str) -> None:
+        self.data, self.name = data, name
+        self.torn_at: int | None = None
+        self.count = 0
+
+    def _damaged(self, at: int, what: str) -> DamagedSource:
+        return DamagedSource(f"{self.name}: chunk at byte {at}: {what} (the file is damaged)")
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        data, size = self.data, len(self.data)
+        if size < HEADER.size and HEADER_BYTES.startswith(data):
+            self.torn_at = 0  # the writer had only begun
             return
-        crc, length, kind = CHUNK.unpack_from(data, pos)
-        chunk = data[pos + CHUNK.size:pos + CHUNK.size + length]
-        pos += CHUNK.size + length
-        if kind == 0 and length == 0:  # zero fill after the last record
-            continue
-        if len(chunk) < length or kind not in _CRC_SEED:
-            return
-        if zlib.crc32(chunk, _CRC_SEED[kind]) & 0xFFFFFFFF != crc:
-            if pos >= len(data):
-                return
-            raise CorruptLog(f"{name}: bad checksum at byte {pos - length - CHUNK.size}")
-        if kind == FULL:
-            yield chunk
-        elif kind == FIRST:
-            pending = bytearray(chunk)
-        elif pending is not None:
-            pending += chunk
-            if kind == LAST:
-                yield bytes(pending)
+        if data[:HEADER.size] != HEADER_BYTES:
+            raise DamagedSource(f"{self.name}: not a W&B transaction log (header "
+                                f"{data[:HEADER.size]!r})")
+        pos, pending, first_at = HEADER.size, None, 0
+        while pos < size:
+            left = BLOCK - pos % BLOCK
+            if left < CHUNK.size or data[pos:pos + CHUNK.size] == bytes(CHUNK.size):
+                # a block's trailer, or zeroed space: zeros to the end of the block
+                if pending is not None or data[pos:pos + left].strip(b"\0"):
+                    raise self._damaged(pos, "non-zero bytes in a block's padding")
+                pos += left
+                continue
+            chunk = self._chunk(pos, left)
+            if chunk is None:
+                break
+            kind, body = chunk
+            if (kind in (FULL, FIRST)) != (pending is None):
+                raise self._damaged(pos, "out of sequence (a split record's chunks are "
+                                    "FIRST, MIDDLE..., LAST)")
+            if kind == FIRST:
+                pending, first_at = bytearray(body), pos
+            elif kind != FULL:
+                assert pending is not None
+                pending += body
+            if kind in (FULL, LAST):
+                self.count += 1
+                yield (pos, body) if kind == FULL else (first_at, bytes(pending or b""))
                 pending = None
+            pos += CHUNK.size + len(body)
+        if pos < size or pending is not None:
+            self.torn_at = first_at if pending is not None else pos
+
+    def _chunk(self, pos: int, left: int) -> tuple[int, bytes] | None:
+        """(type, data) of the chunk at `pos`, its checksum verified; None when the file ends
+        inside it (`left`: bytes to the end of its block)."""
+        if pos + CHUNK.size > len(self.data):
+            return None
+        crc, length, kind = CHUNK.unpack_from(self.data, pos)
+        if kind not in _CRC_SEED:
+            raise self._damaged(pos, f"unknown chunk type {kind}")
+        if CHUNK.size + length > left:
+            raise self._damaged(pos, f"a {length}-byte chunk does not fit in its block")
+        body = self.data[pos + CHUNK.size:pos + CHUNK.size + length]
+        if len(body) < length:
+            return None
+        if zlib.crc32(body, _CRC_SEED[kind]) & 0xFFFFFFFF != crc:
+            raise self._damaged(pos, "its checksum does not match")
+        return kind, body

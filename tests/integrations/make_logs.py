@@ -1,12 +1,14 @@
 """Write real runs with another tool, for the importer tests, and what was logged.
 
-    python tests/integrations/make_logs.py tensorboard|trackio|wandb DIR [--steps N]
+    python tests/integrations/make_logs.py tensorboard|trackio|wandb|wandb_resume DIR [--steps N]
 
 Writes the tool's own files under DIR (torch's `SummaryWriter`; `trackio` with
 TRACKIO_DIR=DIR/trackio; `wandb` in offline mode under DIR) and `DIR/truth.json`:
 {run name: {"config": {...}, "steps": {step: {key: value}}, "status": ...}} with exactly the
 values the tool was given (a value it cannot hold as a number, such as text, is not listed).
-No network: W&B runs offline, trackio writes its local database.
+No network: W&B runs offline, trackio writes its local database. `wandb_resume` writes one W&B
+run in two offline folders (a run "resumed" offline: same id, its steps from 0 again); its
+truth is {"first": the first folder's run, "both": the run of both}.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +69,7 @@ def trackio(out: Path, steps: int) -> dict[str, Any]:
     return truth
 
 
-def wandb(out: Path, steps: int) -> dict[str, Any]:
+def offline_wandb(out: Path) -> Any:
     os.environ.update(WANDB_MODE="offline", WANDB_DIR=str(out), WANDB_SILENT="true",
                       WANDB_DISABLE_GIT="true", WANDB_CONSOLE="off",
                       # its own logs and caches too, not under ~/.cache and ~/.config
@@ -75,6 +78,11 @@ def wandb(out: Path, steps: int) -> dict[str, Any]:
                       WANDB_DATA_DIR=str(out / "wandb-data"))
     import wandb as wb
 
+    return wb
+
+
+def wandb(out: Path, steps: int) -> dict[str, Any]:
+    wb = offline_wandb(out)
     truth: dict[str, Any] = {}
     for run, (name, code) in enumerate((("wb-ok", 0), ("wb-crashed", 1))):
         config = {"lr": 3e-4 * (run + 1), "trainer": {"name": "grpo", "group_size": 8}}
@@ -92,9 +100,33 @@ def wandb(out: Path, steps: int) -> dict[str, Any]:
     return truth
 
 
+def wandb_resume(out: Path, steps: int) -> dict[str, Any]:
+    """2×steps steps (max_steps 2×steps), then the same run id again: steps steps from 0 with
+    other values (max_steps 3×steps): those stand at the steps both logged."""
+    wb = offline_wandb(out)
+    config = {"lr": 3e-4, "max_steps": 2 * steps}
+    r = wb.init(project="telescope-import", id="resumed01", name="wb-resumed", config=config,
+                mode="offline")
+    first = {step: curve(0, step) for step in range(2 * steps)}
+    for values in first.values():
+        r.log(values)  # W&B counts the steps: 0, 1, ...
+    r.finish()
+    time.sleep(1.1)  # the folder is named for the second it started
+    r = wb.init(project="telescope-import", id="resumed01", name="wb-resumed",
+                mode="offline", resume="allow")
+    r.config.update({"max_steps": 3 * steps}, allow_val_change=True)
+    again = {step: curve(1, step) for step in range(steps)}
+    for values in again.values():
+        r.log(values)  # offline W&B cannot resume: counted from 0 again
+    r.finish()
+    return {"first": {"config": config, "steps": first, "status": "finished"},
+            "both": {"config": {**config, "max_steps": 3 * steps}, "steps": {**first, **again},
+                     "status": "finished"}}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=("tensorboard", "trackio", "wandb"))
+    p.add_argument("kind", choices=("tensorboard", "trackio", "wandb", "wandb_resume"))
     p.add_argument("out", type=Path)
     p.add_argument("--steps", type=int, default=40)
     a = p.parse_args()

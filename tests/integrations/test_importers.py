@@ -146,6 +146,8 @@ def test_it_reads_a_wandb_run_cut_short_up_to_its_last_whole_record(
     (cut / log.name).write_bytes(data[:len(data) * 2 // 3])
     done = import_(state, "wandb", str(cut), "--project", "torn")
     assert "Imported wandb run" in done.stdout
+    assert f"warning: {(cut / log.name).resolve()}: ends inside the record at byte" \
+        in done.stderr and "the run is not marked ended" in done.stderr  # not silent
     [run] = runs(server, "torn")
     full = truth[run["name"]]
     assert run["status"] == "running" and 0 < run["last_step"] < max(map(int, full["steps"]))

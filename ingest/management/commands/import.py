@@ -1,4 +1,12 @@
-"""`manage.py import tensorboard|trackio|wandb PATH --project P [--run NAME]`."""
+"""`manage.py import tensorboard|trackio|wandb PATH --project P [--run NAME]`.
+
+Each run of PATH is read whole before anything of it is stored, so a damaged one (a checksum
+that does not match, a malformed database: `DamagedSource`) stores nothing; it is reported on
+one line naming the file and where, the other runs are imported, and the command fails at the
+end (exit status 1) naming what was not imported. A torn tail (a run still being written) is a
+warning: its whole records are imported. No input ends in a traceback (`--traceback` shows
+one for an unexpected error).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +17,9 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ingest.importers import READERS, find_runs
-from ingest.importers.load import ImportRejected, import_run
+from ingest.importers import READERS, SourceRun, find_runs
+from ingest.importers.load import Imported, ImportRejected, import_run
+from ingest.importers.source import DamagedSource
 from ingest.models import Project, Run
 
 
@@ -54,7 +63,7 @@ class Command(BaseCommand):
         source, path = options["source"], options["path"]
         try:
             runs = find_runs(source, path)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # DamagedSource too: the runs cannot be listed
             raise CommandError(f"cannot read {source} runs at {path}: {exc}") from None
         if not runs:
             raise CommandError(f"no {source} runs found at {path}")
@@ -64,25 +73,50 @@ class Command(BaseCommand):
                                "run only: import them under their own names, or point PATH "
                                "at one")
         project, _ = Project.objects.get_or_create(name=options["project"])
-        for run in runs:
-            name = options["run"] or run.name
-            bar = ProgressBar(f"{source} {run.name!r}", sys.stderr)
-            sys.stderr.write(f"{bar.label}: reading…")
-            sys.stderr.flush()
-            try:
-                done = import_run(project.pk, run, name, progress=bar)
-            except ImportRejected as exc:
-                raise CommandError(f"{source} run {run.name!r}: {exc}") from None
-            except ModuleNotFoundError as exc:
-                raise CommandError(f"reading {source} files needs the {exc.name!r} package: "
-                                   "pip install 'telescope-dashboard[import]'") from None
-            stored = (Run.objects.filter(pk=done.run_id).values_list("name", flat=True).first()
-                      if done.run_id is not None else None)
-            self.stdout.write(self._summary(source, run.name, stored or name, project.name,
-                                            done, run.skipped))
+        failed = [run.name for run in runs
+                  if not self._import(source, run, options["run"] or run.name, project,
+                                      options.get("traceback", False))]
+        if failed:
+            raise CommandError(f"{len(failed)} of {len(runs)} {source} runs not imported "
+                               f"({', '.join(map(repr, failed))}): see the errors above")
+
+    def _import(self, source: str, run: SourceRun, name: str, project: Project,
+                traceback: bool) -> bool:
+        """Import one run; report it (stdout) or why it was not (stderr). Whether it was."""
+        bar = ProgressBar(f"{source} {run.name!r}", sys.stderr)
+        sys.stderr.write(f"{bar.label}: reading…")
+        sys.stderr.flush()
+        try:
+            done = import_run(project.pk, run, name, progress=bar)
+        except ModuleNotFoundError as exc:
+            raise CommandError(f"reading {source} files needs the {exc.name!r} package: "
+                               "pip install 'telescope-dashboard[import]'") from None
+        except (DamagedSource, OSError) as exc:  # read whole before storing: nothing stored
+            return self._failed(f"{source} run {run.name!r} not imported: {exc}")
+        except ImportRejected as exc:
+            return self._failed(f"{source} run {run.name!r}: {exc}; the messages before it "
+                                "were stored")
+        except Exception as exc:  # no input ends in a traceback: say what and where
+            if traceback:
+                raise
+            return self._failed(f"{source} run {run.name!r} not imported: unexpected "
+                                f"{type(exc).__name__}: {exc} (--traceback shows where)")
+        for warning in run.warnings:
+            sys.stderr.write(f"warning: {warning}\n")
+        stored = (Run.objects.filter(pk=done.run_id).values_list("name", flat=True).first()
+                  if done.run_id is not None else None)
+        self.stdout.write(self._summary(source, run.name, stored or name, project.name,
+                                        done, run.skipped))
+        return True
 
     @staticmethod
-    def _summary(source: str, original: str, name: str, project: str, done: Any,
+    def _failed(message: str) -> bool:
+        sys.stderr.write(f"\nerror: {message}\n")
+        sys.stderr.flush()
+        return False
+
+    @staticmethod
+    def _summary(source: str, original: str, name: str, project: str, done: Imported,
                  skipped: dict[str, int]) -> str:
         what = (f"{done.new_messages} new messages" if done.new_messages
                 else "nothing new (imported before)")
