@@ -33,7 +33,9 @@ class SourceRun:
     `identity` names the source run for good (a W&B or trackio run id, a TensorBoard run's
     first event file), so importing it again finds the run and the messages it sent before.
     `read()` returns its steps in ascending order, one row per step, and completes `config`,
-    `status` and `skipped` where the tool keeps them beside the rows."""
+    `status` and `skipped` where the tool keeps them beside the rows, and `warnings` (a torn
+    tail: `status` is then None); it raises `DamagedSource` for a damaged file, having read
+    the whole run first, so nothing of it has been stored."""
 
     kind: str
     name: str
