@@ -99,10 +99,6 @@ class Cells:
                                                    dtype=np.int64)
         return out
 
-    def total(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Per cell, the sum of the selected values (in canonical order)."""
-        return self._reduce(np.where(mask, x, 0.0)[self.member])
-
     def moments(self, x: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         """mean, std (ddof=1, two-pass), min, max of the selected (finite) values per cell;
         NaN where a cell has too few values. x and the mask are gathered into member order
@@ -113,22 +109,42 @@ class Cells:
         if self.starts.size:
             n[self.start_cell] = np.add.reduceat(selected.view(np.int8), self.starts,
                                                  dtype=np.int64)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            mean = self._reduce(np.where(selected, xm, 0.0)) / n
-            d = np.where(selected, xm - mean[self.cell], 0.0)  # x may be NaN or inf elsewhere
-            squares = self._reduce(d * d)
-            scale = np.ones(self.size)
-            huge = np.isinf(squares) & np.isfinite(mean)
-            if huge.any():  # d² overflowed (values near 1e154 and over): scale by max |d|
-                scale[huge] = self._reduce(np.abs(d), np.maximum)[huge]
-                squares[huge] = self._reduce(np.square(d / scale[self.cell]))[huge]
-            std = np.sqrt(squares / (n - 1)) * scale
-        std[n < 2] = NAN
+        mean, std = self._mean_std(xm, selected, n)
         lo = self._reduce(np.where(selected, xm, np.inf), np.minimum, NAN)
         hi = self._reduce(np.where(selected, xm, -np.inf), np.maximum, NAN)
         empty = n == 0
         mean[empty] = lo[empty] = hi[empty] = NAN
         return {"mean": mean, "std": std, "min": lo, "max": hi}
+
+    def mean(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Per cell, the mean of the selected (finite) values; NaN where there are none."""
+        return self.moments(x, mask)["mean"]
+
+    def _mean_std(self, xm: np.ndarray, selected: np.ndarray, n: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Per cell mean and std of the selected member values. A cell whose sum or squared
+        deviations overflow (finite values near 1e154 and over: [1e308, 1e308] sums to inf) is
+        computed again on its values divided by their largest magnitude, then scaled back: a
+        mean is never lost, nor a std the float range holds. Dividing the other cells by 1
+        leaves their bits as they were."""
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            mean, squares = self._two_pass(xm, selected, n)
+            scale = np.ones(self.size)
+            over = (n > 0) & ~(np.isfinite(mean) & np.isfinite(squares))
+            if over.any():
+                scale[over] = self._reduce(np.where(selected, np.abs(xm), 0.0), np.maximum)[over]
+                scaled, squared = self._two_pass(xm / scale[self.cell], selected, n)
+                mean[over], squares[over] = scaled[over], squared[over]
+            std = np.sqrt(squares / (n - 1)) * scale
+            std[n < 2] = NAN
+            return mean * scale, std
+
+    def _two_pass(self, xm: np.ndarray, selected: np.ndarray, n: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, sum of squared deviations from it) per cell, errors ignored by the caller."""
+        mean = self._reduce(np.where(selected, xm, 0.0)) / n
+        d = np.where(selected, xm - mean[self.cell], 0.0)  # x may be NaN or inf elsewhere
+        return mean, self._reduce(d * d)
 
     def group_means(self, x: np.ndarray, idx: np.ndarray, stat: GroupStat
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -151,13 +167,27 @@ class Cells:
                                 + unit_env[env_units]])
         value = np.concatenate([value, unit_value[env_units]])
         included = np.concatenate([included, unit_in[env_units]])
-        n_in = np.bincount(cells[included], minlength=self.size)
         n_out = np.bincount(cells[~included], minlength=self.size)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.bincount(cells[included], weights=value[included],
-                               minlength=self.size) / n_in
-        mean[n_in == 0] = NAN
+        mean, n_in = _bincount_mean(cells[included], value[included], self.size)
         return mean, n_in, n_out
+
+
+def _bincount_mean(cells: np.ndarray, values: np.ndarray, size: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(mean of the values per cell, NaN for none; how many). A cell whose sum overflows
+    (max / median ratios of huge lengths) is summed again divided by its largest |value|."""
+    n = np.bincount(cells, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = np.bincount(cells, weights=values, minlength=size) / n
+        over = (n > 0) & ~np.isfinite(mean)
+        if over.any() and np.isfinite(values).all():
+            scale = np.ones(size)
+            np.maximum.at(scale, cells, np.where(over[cells], np.abs(values), 0.0))
+            scale[~over] = 1.0
+            scaled = np.bincount(cells, weights=values / scale[cells], minlength=size) / n
+            mean[over] = scaled[over] * scale[over]
+    mean[n == 0] = NAN
+    return mean, n
 
 
 class Out:
@@ -174,6 +204,8 @@ class Out:
         keep = self.only if where is None else (where if self.only is None else where & self.only)
         if keep is not None:
             v = np.where(keep, v, NAN)
+        if np.isinf(v).any():  # a value beyond float64 (a std over 1.3e308): no point, not inf
+            v = np.where(np.isinf(v), NAN, v)
         self.stats[(kind, key, stat)] = v
 
     def table(self) -> Table:
@@ -219,10 +251,19 @@ def _value_family(out: Out, kind: str, key: str, v: np.ndarray, lo_by_code: np.n
     out.put(kind, key, "count", n_finite, c.has_kept)
     _moments(out, kind, key, v, finite)
     idx = np.flatnonzero(finite)
-    gini, n_in, n_out = c.group_means(v[idx] - lo_by_code[c.samples.env[idx]], idx, gini_per_group)
+    gini, n_in, n_out = c.group_means(_shifted(v[idx], lo_by_code[c.samples.env[idx]]), idx,
+                                      gini_per_group)
     out.put(kind, key, "gini_mean", gini, c.has_kept)
     out.put(kind, key, "gini_excluded", n_out, c.has_kept & (n_in + n_out > 0))
     out.put(kind, key, "null_count", c.count(c.kept) - n_finite, c.has_kept & (c.scope == 0))
+
+
+def _shifted(v: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """v − lo for the Gini, which no positive scale changes: when that overflows for some
+    value (1e308 above a bound of −1e308), (v − lo)/2 for all of them, computed as v/2 − lo/2."""
+    with np.errstate(over="ignore"):
+        x = v - lo
+    return x if np.isfinite(x).all() else v / 2 - lo / 2
 
 
 def _normalized_family(out: Out, kind: str, key: str, v: np.ndarray) -> None:
@@ -345,8 +386,7 @@ def _discarded_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
     z = ("discarded", "zero_advantage")
     out.put(*z, "reward_zero_pct", _pct(c.count(za & (s.reward == 0)), n_za), shown)
     out.put(*z, "reward_positive_pct", _pct(c.count(za & (s.reward > 0)), n_za), shown)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out.put(*z, "reward_mean", c.total(s.reward, za) / n_za, shown & (n_za > 0))
+    out.put(*z, "reward_mean", c.mean(s.reward, za), shown & (n_za > 0))
     for key, col in tokens.items():
         for stat, v in c.moments(col, discarded & np.isfinite(col)).items():
             out.put("discarded", key, stat, v, shown)

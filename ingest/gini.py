@@ -77,14 +77,21 @@ def gini_per_group(
     else:
         rank = np.arange(x.size) - np.repeat(starts, counts)  # 0-based rank within the group
         coef = (2 * rank + 1 - np.repeat(counts, counts)).astype(np.float64)
-    num = np.add.reduceat(coef * x, starts)
-    total = np.add.reduceat(x, starts)
     lo, hi = x[starts], x[starts + counts - 1]
     included = (counts >= 2) & (lo >= 0)
     # All-equal groups (x̄ may be 0) are exactly 0; rounding must not make them tiny non-zeros.
     spread = included & (hi > lo)
+    with np.errstate(over="ignore", invalid="ignore"):
+        num = np.add.reduceat(coef * x, starts)
+        denominator = counts * np.add.reduceat(x, starts)
+        over = spread & ~(np.isfinite(num) & np.isfinite(denominator))
+        if over.any() and np.isfinite(hi[over]).all():
+            # Huge finite values (1e308) overflow the sums; G is the same for x / max(x).
+            scaled = x / np.repeat(np.where(over, hi, 1.0), counts)
+            num[over] = np.add.reduceat(coef * scaled, starts)[over]
+            denominator[over] = (counts * np.add.reduceat(scaled, starts))[over]
     gini = np.zeros(starts.size)
-    gini[spread] = num[spread] / (counts[spread] * total[spread])
+    gini[spread] = num[spread] / denominator[spread]
     return gini, included
 
 
@@ -93,7 +100,11 @@ def max_median_ratio_per_group(
 ) -> tuple[np.ndarray, np.ndarray]:
     """max / median per group of sorted x: 1 when max is 0; median 0 with max > 0 left out."""
     hi = x[starts + counts - 1]
-    median = (x[starts + (counts - 1) // 2] + x[starts + counts // 2]) / 2
+    below, above = x[starts + (counts - 1) // 2], x[starts + counts // 2]
+    with np.errstate(over="ignore"):
+        median = (below + above) / 2
+    over = np.isinf(median) & np.isfinite(below) & np.isfinite(above)
+    median[over] = below[over] / 2 + above[over] / 2  # huge lengths: their sum overflowed
     included = (hi == 0) | (median != 0)
     ratio = np.ones(starts.size)
     divide = included & (hi != 0)

@@ -65,9 +65,15 @@ def normalized_column(s: StepSamples, v: np.ndarray, kind: str, key: str,
     lo = np.array([np.nan if b.min is None else b.min for b in bounds])[s.env]
     hi = np.array([np.nan if b.max is None else b.max for b in bounds])[s.env]
     invert = np.array([b.invert for b in bounds])[s.env]
-    width = hi - lo
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(width == 0, 0.5, (v - lo) / np.where(width == 0, 1.0, width))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        width, above = hi - lo, v - lo
+        # Huge finite values (a range of ±1e308) overflow the differences: halve both terms
+        # there (exactly), so v′ is lost only where it is itself beyond the float range.
+        over = np.isinf(width) | np.isinf(above)
+        if over.any():
+            width = np.where(over, hi / 2 - lo / 2, width)
+            above = np.where(over, v / 2 - lo / 2, above)
+        out = np.where(width == 0, 0.5, above / np.where(width == 0, 1.0, width))
     out = np.where(np.isnan(v), np.nan, out)
     return np.where(invert, 1.0 - out, out)
 

@@ -593,3 +593,56 @@ def test_group_gini_of_equal_size_groups_matches_the_double_sum(n_groups, size, 
     assert got[1:] == want[1:]
     if want[0] is not None:
         assert np.isclose(got[0], want[0], rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Huge finite values: their sums overflow, the statistics must not.
+
+BIG = 2.0**1023  # 8.98e307: exact halves and doubles, so the expected values are exact
+
+
+def test_moments_of_huge_values_do_not_overflow():
+    out = aggregate_step(make_step([1e308, 1e308], [0, 0], metrics={"m": [1e308, -1e308]}), {})
+    assert out[("reward", "reward", "mean", None)] == 1e308
+    assert out[("reward", "reward", "std", None)] == 0.0
+    assert out[("sample", "m", "mean", None)] == 0.0
+    assert out[("sample", "m", "std", None)] == math.sqrt(2) * 1e308
+    wide = aggregate_step(make_step([1.9 * BIG, -1.9 * BIG]), {})  # std 2.4e308: no float64
+    assert wide[("reward", "reward", "mean", None)] == 0.0
+    assert ("reward", "reward", "std", None) not in wide
+    four = aggregate_step(make_step([1.5 * BIG, -1.5 * BIG, -1.5 * BIG, -1.5 * BIG]), {})
+    assert four[("reward", "reward", "mean", None)] == -0.75 * BIG
+    assert four[("reward", "reward", "std", None)] == 1.5 * BIG  # sqrt((2.25 + 3 × 0.25) / 3)
+
+
+def test_the_gini_of_huge_values_is_that_of_the_same_values_scaled_down():
+    huge = aggregate_step(make_step([0.5 * BIG, BIG], [0, 0]), {})
+    small = aggregate_step(make_step([0.5, 1.0], [0, 0]), {})
+    key = ("reward", "reward", "gini_mean", None)
+    assert huge[key] == small[key] == 0.5 / 3
+    # v − lo overflows (1e308 above a declared −1e308): the Gini of (v − lo) / 2.
+    out = aggregate_step(make_step([-1e308, 1e308], [0, 0], [0, 0], ["e"]),
+                         {"e": EnvRanges(reward_min=-1e308)})
+    assert out[key] == 0.5
+
+
+def test_the_normalized_family_of_a_huge_range_does_not_overflow():
+    step = make_step([-1e308, 1e308, 0.0], [0, 0, 0], [0, 0, 0], ["e"])
+    out = aggregate_step(step, {"e": EnvRanges(reward_min=-1e308, reward_max=1e308)})
+    got = {k[2]: v for k, v in out.items() if k[0] == "reward" and k[3] is None}
+    assert (got["norm:min"], got["norm:max"], got["norm:mean"]) == (0.0, 1.0, 0.5)
+
+
+def test_discarded_reward_mean_and_length_ratios_of_huge_values_do_not_overflow():
+    step = make_step([1e308, 1e308, 0.0, 0.0, 0.0, 0.0], [0, 0, 1, 1, 2, 2],
+                     discard=[ZERO_ADVANTAGE] * 2 + [KEPT] * 4,
+                     completion_tokens=[1.0, 1.0, BIG, BIG, 1.0, BIG])
+    out = aggregate_step(step, {})
+    assert out[("discarded", "zero_advantage", "reward_mean", None)] == 1e308
+    # Group 1: max / median = 1 (the median's sum overflowed); group 2: BIG / ((1 + BIG)/2).
+    key = "group_length_max_median_ratio_mean"
+    assert out[("rollouts", key, key, None)] == (1.0 + 2.0) / 2
+    # Two groups of ratio BIG: their sum overflows, their mean is BIG.
+    ratios = aggregate_step(make_step([0.0] * 6, [0, 0, 0, 1, 1, 1],
+                                      completion_tokens=[1.0, 1.0, BIG] * 2), {})
+    assert ratios[("rollouts", key, key, None)] == BIG
