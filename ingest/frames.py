@@ -7,6 +7,7 @@ batch commits once, so a batch of many small messages costs one commit, not one 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db import DataError, transaction
@@ -17,6 +18,7 @@ from ingest.store import Outcome, apply_message
 from trainer_hooks.wire import protocol as p
 
 MAX_BATCH_MESSAGES = 1000
+log = logging.getLogger("ingest.frames")
 
 
 def _validate(obj: Any) -> p.AnyMessage | Outcome:
@@ -56,10 +58,19 @@ def _apply(project_id: int, msg: p.AnyMessage,
             raise  # the batch's transaction is broken: let the caller fail it whole
         if isinstance(exc, p.ProtocolError):
             return Outcome(exc.as_reply(msg.id))
-        return Outcome(p.ProtocolError("unstorable", None, f"not stored: {exc}").as_reply(msg.id))
+        return Outcome(_unstorable(exc).as_reply(msg.id))
     # Any other database error (connection lost, locked, disk full, ...) propagates: the
     # transport answers it as retryable (close 4500 on a WebSocket, HTTP 503) and the client
     # sends the frame again.
+
+
+def _unstorable(exc: DataError) -> p.ProtocolError:
+    """The error a client gets for a value its database refused: the database's first line
+    only (PostgreSQL's next lines quote the statement: `LINE 1: INSERT ...`); the whole of
+    it goes to the server log."""
+    log.warning("ingest: a message not stored, its value refused by the database: %s", exc)
+    first = (str(exc).strip().splitlines() or ["the database refused a value"])[0]
+    return p.ProtocolError("unstorable", None, f"not stored: {first[:200]}")
 
 
 def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:

@@ -55,6 +55,8 @@ def edit(run: Run, body: Any) -> None:
         notes = body["notes"]
         if not isinstance(notes, str) or len(notes) > MAX_NOTES_CHARS:
             raise EditError("notes", f"notes must be text of at most {MAX_NOTES_CHARS} chars")
+        if "\x00" in notes:  # PostgreSQL text cannot hold it (a 500 there): refused everywhere
+            raise EditError("notes", "notes must not contain a NUL character")
         run.notes = notes
     if "color" in body:
         color = body["color"]

@@ -285,6 +285,7 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
             " version = ingest_stepstate.version + 1",
             [(w.run.pk, s, now, True, b"", b"") for s in steps.tolist()],
         )
+    w.left_out.update(msg.left_out)  # fields that are no samples column (wire.columns)
     w.left_out.update(texts.store(w.run.pk, msg))  # prompts and completions, apart
     change = merge_observed(w.run.pk, msg, lambda: env_ranges(w.run.pk))
     if change is not None:

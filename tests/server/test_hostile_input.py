@@ -4,6 +4,7 @@ gets an error naming its field — never a crash (WebSocket 1011, HTTP 500) or a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgpack
@@ -46,7 +47,18 @@ CASES = [
     ("reward_min NaN", {"v": 1, "id": "g", "type": "ranges", "run": "r",
                         "environments": [{"name": "a", "reward_min": float("nan")}]},
      "environments[0].reward_min"),
+    # NUL: PostgreSQL's text and jsonb cannot hold it (a database error quoting SQL there),
+    # numpy drops it at the end of a string (SQLite stored 'b\0' as 'b').
+    ("config string with NUL", start(config={"a": {"b": ["x\x00y"]}}), "config"),
+    ("config key with NUL", start(config={"a\x00": 1}), "config"),
+    ("message id with NUL", start(id="s\x00"), "id"),
+    ("sample_id with NUL", samples(sample_id=["a\x00b", "c"]), "sample_id"),
+    ("env with a trailing NUL", samples(env=["a", "b\x00"]), "env"),
+    ("samples time in milliseconds", samples(time=[1.7e9, 1.7e12]), "time"),
+    ("version true", start(v=True), "v"),
+    ("version 1.0", start(v=1.0), "v"),
 ]
+SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DETAIL|CONTEXT)\b|ingest_")
 
 
 @pytest.mark.parametrize(("case", "msg", "field"), CASES, ids=[c[0] for c in CASES])
@@ -55,7 +67,38 @@ async def test_hostile_messages_get_an_error_naming_the_field(
     frame = msgpack.packb(msg, use_bin_type=True)
     reply = await trainer.send_raw(data=frame)
     assert reply["type"] == "error" and reply["field"] == field, (case, reply)
+    assert not SQL.search(reply["message"]), reply
     assert await _nothing_written()
+
+
+async def test_a_misspelt_samples_column_is_named_in_the_ack_and_the_rest_stored(
+        trainer: Trainer) -> None:
+    reply = await trainer.send(samples(advantages=[0.5, -0.5]))
+    assert reply["type"] == "ack" and set(reply.get("left_out", {})) == {"advantages"}, reply
+    assert "did you mean 'advantage'?" in reply["left_out"]["advantages"]
+    from channels.db import database_sync_to_async
+
+    assert await database_sync_to_async(SampleBatch.objects.count)() == 1
+
+
+def test_a_value_the_database_refuses_is_answered_without_the_sql(
+        transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What PostgreSQL said of a NUL before the validator refused it: its first line is the
+    reason, the next ones quote the statement; the client gets the reason alone."""
+    from django.db import DataError
+
+    from ingest import frames
+    from ingest.models import Project
+
+    def refuse(*args: Any) -> None:
+        raise DataError("unsupported Unicode escape sequence\nLINE 1: ...INTO \"ingest_run\" "
+                        "(\"config\") VALUES ('{\"a\": \"\\u0000\"}'::jsonb)\n"
+                        "DETAIL:  \\u0000 cannot be converted to text.")
+
+    monkeypatch.setattr(frames, "apply_message", refuse)
+    reply = frames.handle_object(Project.objects.create(name="p").pk, start()).reply
+    assert reply == {"type": "error", "id": "s", "code": "unstorable", "field": None,
+                     "message": "not stored: unsupported Unicode escape sequence"}
 
 
 async def test_config_with_bytes_or_deep_msgpack_names_config(

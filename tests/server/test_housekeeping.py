@@ -62,6 +62,7 @@ def patch(run_id: int, body: bytes | Any) -> Any:
     ({"name": "a//b"}, "name"),
     ({"notes": 5}, "notes"),
     ({"notes": "x" * 20_001}, "notes"),
+    ({"notes": "a\x00b"}, "notes"),  # PostgreSQL text cannot hold NUL: it was a 500 there
     ({"color": "red"}, "color"),
     ({"color": "#abc"}, "color"),
     ({"color": "#12345g"}, "color"),

@@ -86,12 +86,13 @@ def test_a_control_character_in_a_coded_column_is_refused_naming_it() -> None:
     assert err.value.field == "env" and "control" in err.value.message
 
 
-def test_values_numpy_would_merge_fall_back_to_the_plain_path() -> None:
-    # numpy drops a trailing NUL, so "a\x00" and "a" would become one value: not coded.
-    envs = ["a"] * 100 + ["a\x00"] * 100
-    got = p.validate_message(samples(envs, 200))
-    assert isinstance(got, p.Samples)
-    assert "env" not in got.dictionaries and np.array_equal(got.env, np.array(envs, dtype=str))
+@pytest.mark.parametrize("n", [4, 200])  # the plain path and the coded one
+def test_values_numpy_would_merge_are_refused_naming_the_column(n: int) -> None:
+    # numpy drops a trailing NUL, so "a\x00" would be stored as "a": refused instead.
+    envs = ["a"] * (n // 2) + ["a\x00"] * (n // 2)
+    with pytest.raises(p.ProtocolError) as err:
+        p.validate_message(samples(envs, n))
+    assert err.value.field == "env" and "control" in err.value.message
 
 
 @settings(max_examples=80, deadline=None)

@@ -13,6 +13,7 @@ text columns `prompt` and `completion` as lists of strings); every problem is a
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,11 @@ from trainer_hooks.wire.schema import (
     MAX_METRICS_PER_MESSAGE,
     MAX_SAMPLES_PER_MESSAGE,
     MAX_STEPS_PER_MESSAGE,
+    MAX_UNIX_SECONDS,
     ProtocolError,
     Samples,
     check_key,
+    opt_time,
     require,
     step_number,
 )
@@ -59,6 +62,12 @@ STRING_COLUMNS = (*ID_COLUMNS, "env", *OPTIONAL_LABEL_COLUMNS)
 SAMPLE_COLUMNS = ("step", *ID_COLUMNS, "reward", "env", *OPTIONAL_COLUMNS, "time")
 
 TextValues = list[str | None] | TextColumn  # a text column as validated
+
+# The fields every message has (docs/protocol.md, "Messages"); with the columns above and
+# `metrics`, all a samples message may hold: another field is left out and named in the ack.
+ENVELOPE = ("v", "id", "type", "run", "incarnation")
+_KNOWN_FIELDS = frozenset((*ENVELOPE, *SAMPLE_COLUMNS, "metrics"))
+MAX_UNKNOWN_FIELDS = 100  # more is no misspelling: the message is refused
 
 # ---------------------------------------------------------------- text limit
 
@@ -134,13 +143,52 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
         stop_reason=_str_column(obj, "stop_reason", n, allow_scalar=False, into=dictionaries),
         off_policy_steps=_opt_float_column(obj, "off_policy_steps", n),
         discard_reason=discard,
-        time=_opt_float_column(obj, "time", n),
+        time=_time_column(obj, n),
         metrics=_metric_columns(obj.get("metrics"), n),
         prompt=prompt,
         completion=completion,
         text_bytes=text_bytes,
         dictionaries=dictionaries,
+        left_out=_unknown_fields(obj),
     )
+
+
+def _unknown_fields(obj: dict[str, Any]) -> dict[str, str]:
+    """{field: why} for each field that is no samples column: left out, not silently
+    dropped (a misspelt `advantages` must not look stored)."""
+    unknown = [name for name in obj if name not in _KNOWN_FIELDS]
+    if len(unknown) > MAX_UNKNOWN_FIELDS:
+        raise ProtocolError("too_many", str(unknown[0])[:MAX_KEY_CHARS],
+                            f"{len(unknown)} fields that are no samples column; the limit is "
+                            f"{MAX_UNKNOWN_FIELDS}")
+    out: dict[str, str] = {}
+    for name in unknown:
+        label = str(name)[:MAX_KEY_CHARS]
+        close = difflib.get_close_matches(label, _KNOWN_FIELDS, n=1)
+        out[label] = "not a samples column, left out" + (f" (did you mean {close[0]!r}?)"
+                                                          if close else "")
+    return out
+
+
+def _time_column(obj: dict[str, Any], n: int) -> np.ndarray | None:
+    """`time`: one unix time for all samples or a list (nulls allowed), each checked as a
+    message's `time` is (0 ≤ t < 1e10: milliseconds are refused, not stored as year 55,000)."""
+    value = obj.get("time")
+    if value is None:
+        return None
+    if not isinstance(value, list) and not is_array(value):
+        t = opt_time(obj)
+        return np.full(n, t, dtype=np.float64)
+    times = _float_column(value, "time", n)
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero((times < 0) | (times >= MAX_UNIX_SECONDS))
+    if bad.size:
+        i = int(bad[0])
+        got = float(times[i])
+        hint = " (milliseconds? send seconds)" if 1e12 <= got < 1e14 else ""
+        raise ProtocolError("invalid", "time", f"time[{i}] must be unix seconds between 0 and "
+                            f"{MAX_UNIX_SECONDS:.0e}, got {got:g}{hint}")
+    return times
 
 
 def _check_list(values: Any, name: str, n: int, *, typed: bool = False) -> Any:
@@ -207,6 +255,8 @@ def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
             return np.array(values, dtype=np.int64)
         except OverflowError:
             raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
+    if "\x00" in "".join(map(str, values)):
+        raise ProtocolError("invalid", name, f"{name} values must not contain a NUL character")
     arr = np.array(values, dtype=str)
     if arr.dtype.itemsize // 4 > MAX_ID_CHARS:
         raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_ID_CHARS} chars")
@@ -223,6 +273,7 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
     if values is None:
         return None
     if allow_scalar and isinstance(values, str):
+        _refuse_nul([values], name)
         one = _checked_strings(np.array([values]), name)
         if into is not None:
             into[name] = (one, np.zeros(n, dtype=np.int64))
@@ -231,6 +282,7 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
     kinds = set(map(type, values))
     if not kinds <= {str, type(None)}:
         raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
+    _refuse_nul(filter(None, values), name)
     if into is not None and kinds == {str} and n >= FEW_MIN_SAMPLES:
         coded = _few_strings(values, name)
         if coded is not None:
@@ -258,18 +310,25 @@ FEW_SHARE = 8  # ... is dictionary-encoded by `_few_strings`
 
 def _few_strings(values: list[str], name: str) -> tuple[np.ndarray, np.ndarray] | None:
     """(sorted distinct values, each value's index) of a list of strings with few distinct
-    values, each checked once (not every sample's copy); None when there are many, or when
-    numpy would merge two of them (it drops trailing NULs)."""
+    values, each checked once (not every sample's copy); None when there are many. The values
+    hold no NUL (`_refuse_nul` came first), so numpy, which drops trailing ones, keeps them
+    distinct."""
     distinct = dict.fromkeys(values)  # hashing in C: far cheaper than numpy sorting strings
     if len(distinct) * FEW_SHARE > len(values):
         return None
     ordered = sorted(distinct)  # code-point order, as numpy sorts
     uniques = _checked_strings(np.array(ordered, dtype=str), name)
-    if len(set(uniques.tolist())) != len(ordered):
-        return None
     position = dict(zip(ordered, range(len(ordered)), strict=True))
     codes = np.fromiter(map(position.__getitem__, values), dtype=np.int64, count=len(values))
     return uniques, codes
+
+
+def _refuse_nul(strings: Any, name: str) -> None:
+    """A label with a NUL: numpy's unicode arrays drop trailing ones ('b\\0' would be stored
+    as 'b'), so look at the strings themselves (one join, in C)."""
+    if "\x00" in "".join(strings):
+        raise ProtocolError("invalid", name, f"{name} values must not contain control "
+                            "characters")
 
 
 def _checked_strings(arr: np.ndarray, name: str) -> np.ndarray:

@@ -114,14 +114,16 @@ def validate_message(obj: Any) -> AnyMessage:
     """Check one decoded message (docs/protocol.md); return its typed form."""
     if not isinstance(obj, dict):
         raise ProtocolError("wrong_type", None, "a message must be an object")
-    if obj.get("v") != VERSION:
-        raise ProtocolError("bad_version", "v", f"protocol version must be {VERSION}")
+    if type(obj.get("v")) is not int or obj["v"] != VERSION:  # not true, not 1.0
+        raise ProtocolError("bad_version", "v", f"protocol version must be the integer {VERSION}")
     mid = require(obj, "id")
     if isinstance(mid, bool) or not isinstance(mid, (str, int)):
         raise ProtocolError("wrong_type", "id", "id must be a string")
     mid = str(mid)
     if not mid or len(mid) > MAX_ID_CHARS:
         raise ProtocolError("invalid", "id", f"id must be 1–{MAX_ID_CHARS} characters")
+    if "\x00" in mid:  # PostgreSQL text cannot hold it: refused here, on every backend
+        raise ProtocolError("invalid", "id", "id must not contain a NUL character")
     mtype = require(obj, "type")
     if mtype not in MESSAGE_TYPES:
         raise ProtocolError(

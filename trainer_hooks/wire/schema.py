@@ -180,6 +180,9 @@ class Samples(Message):
     # distinct values, each sample's index into them)} — what np.unique(column,
     # return_inverse=True) gives, without sorting the column's strings again.
     dictionaries: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # Fields that are no samples column (a misspelt `advantages`): {name: why}, not stored
+    # and named in the ack's `left_out`.
+    left_out: dict[str, str] = field(default_factory=dict)
 
     @property
     def has_text(self) -> bool:
@@ -230,8 +233,10 @@ def opt_time(obj: dict[str, Any], name: str = "time") -> float | None:
 
 def check_json_tree(value: Any, field: str, max_depth: int = MAX_CONFIG_DEPTH) -> None:
     """A JSON document the database can store: objects with string keys, lists, strings,
-    finite numbers, bools and null, at most `max_depth` deep. Iterative (no recursion limit to
-    hit); raises ProtocolError naming `field` and the path of the bad part."""
+    finite numbers, bools and null, at most `max_depth` deep, no NUL character in a key or
+    string (PostgreSQL's jsonb cannot hold one; refused on every backend). Iterative (no
+    recursion limit to hit); raises ProtocolError naming `field` and the path of the bad
+    part."""
     stack: list[tuple[Any, str, int]] = [(value, field, 0)]
     while stack:
         node, path, depth = stack.pop()
@@ -243,6 +248,9 @@ def check_json_tree(value: Any, field: str, max_depth: int = MAX_CONFIG_DEPTH) -
             for key, child in node.items():
                 if type(key) is not str:
                     raise ProtocolError("wrong_type", field, f"{path} has a non-string key")
+                if "\x00" in key:
+                    raise ProtocolError("invalid", field, f"{path} has a key with a NUL "
+                                        "character")
                 stack.append((child, f"{path}.{key}", depth + 1))
         elif kind is list:
             stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node))
@@ -252,7 +260,10 @@ def check_json_tree(value: Any, field: str, max_depth: int = MAX_CONFIG_DEPTH) -
         elif kind is int:
             if abs(node) >= 2**63:
                 raise ProtocolError("invalid", field, f"{path} is an integer out of range")
-        elif kind not in (str, bool, type(None)):
+        elif kind is str:
+            if "\x00" in node:
+                raise ProtocolError("invalid", field, f"{path} contains a NUL character")
+        elif kind not in (bool, type(None)):
             raise ProtocolError("wrong_type", field, f"{path} is a {kind.__name__}; a config "
                                 "holds only JSON values")
 
