@@ -5,8 +5,13 @@ incarnation (ingest.runs), so a live run can be renamed. Deleting removes the ru
 data in one transaction, table by table with plain SQL (the ORM's cascade would load every
 point's key first); which tables, the models' relations say (`deletion_plan`).
 
+A deleted run leaves a tombstone (`DeletedRun`: its id, project, name and when), written in the
+same transaction, so its old URLs and open pages can say what became of it (`deleted_info`).
+
 After commit, live pages watching the run hear of it (`/ws/live/` `run` message, best effort):
-an edit sends the run's new info, a delete `{"id": ID, "deleted": true}`.
+an edit sends the run's new info, a delete `deleted_info` (`{"id", "deleted": true, "project",
+"name", "deleted_at"}`). A page that misses the message learns it from the database
+(telescope_ui.live watches its runs' rows).
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from django.apps import apps
 from django.db import IntegrityError, connection, models, transaction
 
 from ingest import broadcast
-from ingest.models import Run
-from ingest.payloads import run_info
+from ingest.models import DeletedRun, Run
+from ingest.payloads import now, run_info
 from ingest.store import Outcome
 from trainer_hooks.wire.protocol import ProtocolError, check_key
 
@@ -74,17 +79,33 @@ def edit(run: Run, body: Any) -> None:
 
 
 def delete(run_id: int) -> bool:
-    """Remove a run and everything stored for it; False when there is no such run."""
+    """Remove a run and everything stored for it, leaving its tombstone; False when there is
+    no such run."""
     with transaction.atomic(), connection.cursor() as cur:
         lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-        cur.execute(f"SELECT id FROM ingest_run WHERE id = %s{lock}", [run_id])
-        if cur.fetchone() is None:
+        cur.execute(f"SELECT project_id, name FROM ingest_run WHERE id = %s{lock}", [run_id])
+        row = cur.fetchone()
+        if row is None:
             return False
         for table, where in deletion_plan():
             cur.execute(f"DELETE FROM {table} WHERE {where}", [run_id])
         cur.execute("DELETE FROM ingest_run WHERE id = %s", [run_id])
-    announce(run_id, {"id": run_id, "deleted": True})
+        tomb, _ = DeletedRun.objects.update_or_create(
+            id=run_id, defaults={"project_id": row[0], "name": row[1], "deleted_at": now()})
+    announce(run_id, tombstone_info(tomb))
     return True
+
+
+def deleted_info(run_id: int) -> dict[str, Any] | None:
+    """What pages are told of a deleted run (see the module docstring); None when the run was
+    never deleted (it exists, or never did)."""
+    tomb = DeletedRun.objects.select_related("project").filter(pk=run_id).first()
+    return None if tomb is None else tombstone_info(tomb)
+
+
+def tombstone_info(tomb: DeletedRun) -> dict[str, Any]:
+    return {"id": tomb.pk, "deleted": True, "project": tomb.project.name, "name": tomb.name,
+            "deleted_at": tomb.deleted_at.isoformat()}
 
 
 @functools.cache

@@ -6,15 +6,18 @@ snapshot it loaded), `{"type": "unsubscribe", "run": ID}`, `{"type": "resync", "
 Server → client: `{"type": "delta", "run", "from_seq", "seq", "points": {sid: {step, time,
 value}}, "series": [new catalog entries]}` — apply only when `from_seq` equals the last seq
 applied, else ask for a resync; a null value withdraws a point. `{"type": "run", "run", "info"}`
-when a run's status or last step changes; `{"type": "progress", "run", "pending"}` on
-subscribe and while a backlog of steps is (re-)aggregated (0 when done); `{"type": "reset",
-"run"}` when the gap is too large to replay (reload the snapshot). Deltas are coalesced to at
-most one per interval per run.
+when a run's status or last step changes, and when it is deleted (`info` then `{"id", "deleted":
+true, "project", "name", "deleted_at"}`; the subscription ends); `{"type": "progress", "run",
+"pending"}` on subscribe and while a backlog of steps is (re-)aggregated (0 when done);
+`{"type": "reset", "run"}` when the gap is too large to replay (reload the snapshot). Deltas
+are coalesced to at most one per interval per run.
 
 The database is the source of truth: every WATCH_SECONDS / 2 a page compares its runs' seqs with
 the database's, and a run that moved on without a delta reaching the page for WATCH_SECONDS
 (the channel layer is down — Redis killed — or a publish was lost) is replayed from the database.
 So live updates degrade to reading the database while the layer is out, and nothing is missed.
+A watched run whose row is gone was deleted (by another process, or while the layer was out):
+the page is told as by the broadcast; a subscription to a deleted run is answered likewise.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from ingest.broadcast import group_name
+from ingest.housekeeping import deleted_info
 from ingest.models import Run
 from ingest.reads import changes_since, pending_steps, run_seqs
-from telescope_ui.access import may_read
+from telescope_ui.access import may_read, scope_client
 
 CLOSE_FORBIDDEN = 4403
 log = logging.getLogger(__name__)
@@ -50,8 +54,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self.watch_task: asyncio.Task[None] | None = None
         self.last_flush = 0.0
         self.interval = settings.TELESCOPE_LIVE_INTERVAL_MS / 1000
-        client = self.scope.get("client") or (None, None)
-        if not may_read(client[0], self.scope.get("user")):
+        if not may_read(scope_client(self.scope), self.scope.get("user")):
             # sign in first (telescope_ui.access); accepted first so the page gets the close
             # code (a refused handshake is only an HTTP 403)
             await self.accept()
@@ -93,7 +96,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self._send({"type": "error", "message": "too many subscriptions"})
             return
         if not await database_sync_to_async(Run.objects.filter(pk=run_id).exists)():
-            await self._send({"type": "error", "run": run_id, "message": "no such run"})
+            info = await database_sync_to_async(deleted_info)(run_id)
+            if info is not None:  # deleted since the page read it
+                await self._send({"type": "run", "run": run_id, "info": info})
+            else:
+                await self._send({"type": "error", "run": run_id, "message": "no such run"})
             return
         await self.channel_layer.group_add(group_name(run_id), self.channel_name)
         await self._replay(run_id, after)
@@ -124,7 +131,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await asyncio.sleep(WATCH_SECONDS / 2)
             if not self.last_seq:
                 continue
-            seqs = await database_sync_to_async(run_seqs)(list(self.last_seq))
+            watched = list(self.last_seq)
+            seqs = await database_sync_to_async(run_seqs)(watched)
+            for run_id in watched:
+                if run_id not in seqs and run_id in self.last_seq:
+                    await self._deleted(run_id)
             now = time.monotonic()
             for run_id, seq in seqs.items():
                 last = self.last_seq.get(run_id)
@@ -144,6 +155,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if run_id not in self.last_seq:
             return
         if event.get("info"):
+            if event["info"].get("deleted"):
+                await self._deleted(run_id, event["info"])
+                return
             await self._send({"type": "run", "run": run_id, "info": event["info"]})
         if event.get("seq") is None:
             return
@@ -151,6 +165,17 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.flush_task is None or self.flush_task.done():
             delay = max(0.0, self.last_flush + self.interval - time.monotonic())
             self.flush_task = asyncio.ensure_future(self._flush_later(delay))
+
+    async def _deleted(self, run_id: int, info: dict[str, Any] | None = None) -> None:
+        """Tell the page a watched run was deleted, once, and stop watching it."""
+        if self.last_seq.pop(run_id, None) is None:
+            return
+        self.pending.pop(run_id, None)
+        await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
+        if info is None:
+            info = await database_sync_to_async(deleted_info)(run_id) or {
+                "id": run_id, "deleted": True}
+        await self._send({"type": "run", "run": run_id, "info": info})
 
     async def run_progress(self, event: dict[str, Any]) -> None:
         """A backlog of a watched run's steps is being (re-)aggregated: steps left."""

@@ -8,17 +8,19 @@ trip; static/js/overview.js does the rest through the read API and `/ws/live/`.
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
 from ingest import reads
-from ingest.models import Run
+from telescope_ui.pages import find_run, run_missing
 
 
 @require_GET
 @ensure_csrf_cookie  # the housekeeping controls write with it (PATCH / DELETE /api/runs/<id>)
 def overview_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
+    run = find_run(run_id)
+    if run is None:
+        return run_missing(request, run_id)  # deleted (when, by its tombstone), or never was
     context = {"run": run, "run_info": reads.run_detail(run), "catalog": reads.catalog(run)}
     return render(request, "overview.html", context)

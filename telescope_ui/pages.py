@@ -1,6 +1,10 @@
 """HTML pages (docs/protocol.md "HTTP endpoints"). Their static files (modules, style sheets,
 plotly.min.js) are served by ServeStatic under hashed names (telescope_ui.assets), linked with
-`{% static %}`."""
+`{% static %}`.
+
+A run's page for a run that is not there (deleted: its tombstone says when; or never was)
+answers 404 with a page that says so (`run_missing`), as does every other unknown URL under
+`/runs/<id>` (`not_found`, the site's 404 handler); the JSON API's 404s stay JSON."""
 
 from __future__ import annotations
 
@@ -10,12 +14,14 @@ from pathlib import Path
 
 from django.contrib.staticfiles import finders
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
 from ingest import reads
-from ingest.models import Run
+from ingest.models import DeletedRun, Run
+from ingest.payloads import now
+from telescope_ui.api import json_response
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 
 # A static import by relative path: `import ... from './x.js'`, `import '../vendor/y.js'`.
@@ -43,6 +49,8 @@ def _imported_modules(entry: str) -> list[str]:
 # The Metrics page's ES modules, preloaded (under their hashed names) so the browser fetches
 # them in parallel rather than discovering them import by import.
 METRICS_MODULES = _imported_modules("js/metrics.js")
+# The sample viewer's, likewise (telescope_ui.samples).
+SAMPLES_MODULES = _imported_modules("js/samples.js")
 # Its style sheets beside the site's app.css: one per feature of the charts.
 METRICS_STYLESHEETS = [f"css/{name}.css" for name in ("charts", "heatmap", "health", "custom")]
 
@@ -56,7 +64,9 @@ def runs_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 @ensure_csrf_cookie
 def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
+    run = find_run(run_id)
+    if run is None:
+        return run_missing(request, run_id)
     view = "custom" if request.GET.get("view") == "custom" else "all"
     # The catalog rides along with the page: the charts can be laid out without a round trip.
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
@@ -72,3 +82,43 @@ def _dashboard(request: HttpRequest) -> str:
         return clean_name(request.GET.get("dashboard", DEFAULT))
     except LayoutError:
         return DEFAULT
+
+
+# ---------------------------------------------------------------- a run that is not there
+
+RUN_PATH = re.compile(r"^/(api/)?runs/(\d{1,18})(/|$)")
+
+
+def find_run(run_id: int) -> Run | None:
+    return Run.objects.select_related("project").filter(pk=run_id).first()
+
+
+def run_missing(request: HttpRequest, run_id: int) -> HttpResponse:
+    """404, with a page saying that the run was deleted (its name, project and when, and the
+    run that has its name now, if any) or that there never was such a run."""
+    tomb = DeletedRun.objects.select_related("project").filter(pk=run_id).first()
+    successor = None if tomb is None else (
+        Run.objects.filter(project_id=tomb.project_id, name=tomb.name).order_by("-pk").first())
+    recent = tomb is not None and (now() - tomb.deleted_at).total_seconds() < 60
+    context = {"run_id": run_id, "deleted": tomb, "successor": successor, "just_now": recent}
+    return render(request, "run_missing.html", context, status=404)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The site's 404 (urls.handler404): JSON under /api/ (`{"error"}`: which run is missing,
+    and since when it is deleted), the missing run's page under /runs/<id>, else a page in the
+    site's style."""
+    match = RUN_PATH.match(request.path)
+    run_id = int(match.group(2)) if match else 0
+    gone = match is not None and not Run.objects.filter(pk=run_id).exists()
+    if request.path.startswith("/api/"):
+        if not gone:
+            return json_response({"error": "not found"}, status=404)
+        tomb = DeletedRun.objects.filter(pk=run_id).first()
+        if tomb is None:
+            return json_response({"error": f"no run {run_id}"}, status=404)
+        return json_response({"error": f"run {run_id} was deleted",
+                              "deleted_at": tomb.deleted_at.isoformat()}, status=404)
+    if gone:
+        return run_missing(request, run_id)
+    return render(request, "not_found.html", {"path": request.path}, status=404)

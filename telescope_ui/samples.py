@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
@@ -27,8 +27,10 @@ from ingest import columns, reads, texts
 from ingest.models import Run
 from ingest.normalize import bound
 from ingest.observed import observed_ranges
+from ingest.payloads import run_info
 from ingest.ranges import EnvRanges, env_ranges
 from telescope_ui.api import json_response
+from telescope_ui.pages import SAMPLES_MODULES, find_run, run_missing
 
 DEFAULT_LIMIT, MAX_LIMIT = 1_000, 10_000
 PAGE_LIMIT = 2_000  # samples the viewer loads at once (more: "Show more")
@@ -290,14 +292,18 @@ def samples_api(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_GET
 def samples_page(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("project"), pk=run_id)
+    run = find_run(run_id)
+    if run is None:
+        return run_missing(request, run_id)
     try:
         step = parse_query({"step": request.GET.get("step")}).step
     except BadParam:
         step = None
     initial = step_samples(run.pk, Query(step=step, limit=PAGE_LIMIT))
-    context = {"run": run, "initial": _script_json(initial), "follow": step is None,
-               "page_limit": PAGE_LIMIT}
+    # The run's status beside the samples (its badge; live `run` messages and a poll of the
+    # read API keep it current).
+    context = {"run": run, "run_info": run_info(run), "initial": _script_json(initial),
+               "follow": step is None, "page_limit": PAGE_LIMIT, "modules": SAMPLES_MODULES}
     return render(request, "samples.html", context)
 
 

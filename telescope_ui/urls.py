@@ -6,6 +6,9 @@ from django.urls import path
 from ingest import views as ingest_views
 from telescope_ui import api, layouts, overview, pages, samples
 
+# An unknown URL, or a run that is not there: a page in the site's style, JSON under /api/.
+handler404 = "telescope_ui.pages.not_found"
+
 urlpatterns = [
     path("", pages.runs_page, name="runs"),
     path("runs/<int:run_id>", overview.overview_page, name="overview"),

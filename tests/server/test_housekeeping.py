@@ -136,7 +136,9 @@ async def test_pages_hear_of_a_rename_and_of_a_delete(trainer: Trainer, page: Pa
     res = await database_sync_to_async(client.delete)(f"/api/runs/{run_id}", **csrf)
     assert res.status_code == 200
     msg = await next_run_message(page)
-    assert msg["info"] == {"id": run_id, "deleted": True}
+    info = msg["info"]
+    assert {k: info[k] for k in ("id", "deleted", "project", "name")} == {
+        "id": run_id, "deleted": True, "project": "proj", "name": "renamed"}
 
 
 # ------------------------------------------------------------------ DELETE
