@@ -11,6 +11,8 @@ import './features.js';
 import { LiveClient } from './live.js';
 import { ChartPrefs } from './prefs.js';
 import { RunBar } from './runbar.js';
+import { RunFollower } from './runfollow.js';
+import { setConnection, showDeleted } from './runstatus.js';
 import { Scheduler, Visibility } from './scheduler.js';
 import { Loader, RunStore } from './store.js';
 import { compileSearch } from './text.js';
@@ -48,8 +50,11 @@ class MetricsPage {
       delta: (msg) => this.onDelta(msg),
       reset: (run) => this.onReset(run),
       run: (run, info) => this.onRunInfo(run, info),
-      status: (text) => this.runbar.setStatus(text === 'live' ? '● live' : 'reconnecting…'),
+      status: (state) => setConnection(this.runbar.status, state),
     });
+    // Statuses that change by the clock alone (a silent trainer turns crashed) are re-read.
+    const fresh = (run, info) => this.onRunInfo(run, info);
+    this.follower = new RunFollower(fresh, fresh);
     for (const tab of document.querySelectorAll('.view-tabs a')) {
       tab.addEventListener('click', async (ev) => {
         if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
@@ -139,6 +144,7 @@ class MetricsPage {
     this.runbar.render();
     const added = await store.loadCatalog(catalog);
     this.live.subscribe(store.id);
+    this.follower.follow(store.id, info.status);
     if (firstScreenFirst && this.view instanceof AllView && !this.view.charts.size) {
       this.addFirstScreenFirst(added);
     } else {
@@ -171,6 +177,7 @@ class MetricsPage {
     if (i <= 0) return;
     this.runs.splice(i, 1);
     this.live.unsubscribe(id);
+    this.follower.forget(id);
     for (const c of this.view.charts.values()) c.detail.delete(id);
     this.syncUrl();
     this.runbar.render();
@@ -323,14 +330,38 @@ class MetricsPage {
 
   onRunInfo(runId, info) {
     const store = this.store(runId);
-    if (!store || !info) return;
+    if (!store || !info || store.deleted) return;
+    if (info.deleted) {
+      this.onRunDeleted(store, info);
+      return;
+    }
     Object.assign(store.info, info);
+    if (info.status) this.follower.follow(store.id, info.status);
     clearTimeout(this.runInfoTimer);
     // Progress comes at most twice a second and may be short-lived: shown at once, here (a
     // timer could be cancelled by the run's next update and the backlog's end reach the page
     // before the render: the badge would never show). Other updates are gathered.
     if ('pending_steps' in info) this.runbar.render();
     else this.runInfoTimer = setTimeout(() => this.runbar.render(), 200);
+  }
+
+  /**
+   * A run of the page was deleted: its chip says so and it is no longer followed; when it is
+   * the page's own run, a banner says so and live updates stop (overlays freeze with it: the
+   * page is that run's). What is drawn stays, as it was.
+   */
+  onRunDeleted(store, info) {
+    store.deleted = true;
+    Object.assign(store.info, { status: 'deleted', pending_steps: 0 });
+    this.follower.forget(store.id);
+    this.live.unsubscribe(store.id);
+    if (store === this.runs[0]) {
+      this.live.stop();
+      this.follower.stop();
+      setConnection(this.runbar.status, 'stopped');
+      showDeleted(document.getElementById('deleted-banner'), { ...store.info, ...info });
+    }
+    this.runbar.render();
   }
 }
 

@@ -13,7 +13,7 @@ import { LiveClient } from './live.js';
 import { NotesPanel } from './notes.js';
 import { RunEditor } from './runedit.js';
 import { recentStepSeconds } from './runprogress.js';
-import { ProgressPanel } from './runstatus.js';
+import { ProgressPanel, setConnection, showDeleted } from './runstatus.js';
 
 const POLL_MS = 15000;
 const TICK_MS = 1000;
@@ -41,7 +41,7 @@ class OverviewPage {
       delta: (msg) => this.onDelta(msg),
       reset: () => this.reload(),
       run: (_, info) => this.onRunInfo(info),
-      status: (text) => { this.liveStatus.textContent = text; },
+      status: (state) => setConnection(this.liveStatus, state),
     });
   }
 
@@ -83,7 +83,7 @@ class OverviewPage {
 
   onRunInfo(info) {
     if (!info) return;
-    if (info.deleted) this.markDeleted();
+    if (info.deleted) this.markDeleted(info);
     else this.apply(info);
   }
 
@@ -105,22 +105,22 @@ class OverviewPage {
     try {
       this.apply(await getRun(this.id));
     } catch (err) {
-      if (err.status === 404) this.markDeleted();
+      if (err.status === 404) this.markDeleted({ deleted_at: err.body?.deleted_at ?? null });
     }
   }
 
   /** The run was deleted (here, elsewhere): say so and leave nothing to edit. */
-  markDeleted() {
+  markDeleted(info = {}) {
     if (this.gone) return;
     this.gone = true;
     clearInterval(this.poller);
     clearInterval(this.ticker);
     this.live.stop();
+    setConnection(this.liveStatus, 'stopped');
     this.notes.disable();
     this.editor.disable();
-    const banner = byId('deleted-banner');
-    banner.replaceChildren(`This run was deleted. `, h('a', { href: '/' }, 'Back to the runs'));
-    banner.hidden = false;
+    this.progress.update({ ...this.info, status: 'deleted', eta_seconds: null, pending_steps: 0 });
+    showDeleted(byId('deleted-banner'), { ...this.info, ...info });
   }
 }
 

@@ -3,6 +3,7 @@
 
 import { listRuns, setRunColor } from './api.js';
 import { h } from './dom.js';
+import { setStatusBadge } from './runstatus.js';
 
 export class RunBar {
   /**
@@ -65,9 +66,7 @@ export class RunBar {
     const info = store.info;
     const parts = store.chipParts;
     if (!parts) return;
-    const live = info.status === 'running';
-    parts.status.className = `badge ${live ? 'live' : info.status}`;
-    parts.status.textContent = info.status; // the API's names, as the run list and overview say
+    setStatusBadge(parts.status, info.status); // the API's names, as the run list and overview say
     parts.step.textContent = info.last_step === null || info.last_step === undefined ? 'no steps' : `step ${info.last_step}`;
     parts.progress.hidden = !(info.pending_steps > 0);
     parts.progress.textContent = progressText(info.pending_steps);

@@ -5,7 +5,10 @@
 // whose path ends with `path` (at a `.` or `[`) and whose value is `value` (numbers compared as
 // numbers: `lr=1e-6` finds 0.000001).
 
-export const STATUSES = ['running', 'idle', 'finished', 'failed'];
+import { STATUSES } from './runstate.js';
+import { stepsDone } from './runprogress.js';
+
+export { STATUSES };
 
 /** The words of a query: {text} or {path, value}; quotes keep spaces in a word. */
 export function parseQuery(query) {
@@ -54,7 +57,7 @@ export function runFilter({ query = '', status = '' } = {}) {
 
 const STATUS_ORDER = Object.fromEntries(STATUSES.map((s, i) => [s, i]));
 const time = (iso) => Date.parse(iso) || 0;
-const progress = (r) => (r.total_steps ? ((r.last_step ?? -1) + 1) / r.total_steps : -1);
+const progress = (r) => (r.total_steps ? stepsDone(r) / r.total_steps : -1);
 
 /** Sort keys: each compares two runs ascending; the page may reverse. */
 export const SORTS = {

@@ -1,10 +1,18 @@
 // How far a run is, in words (issue 13), pure: progress, ETA counting down between updates,
-// steps per second, durations. The numbers come from the read API (ingest/progress.py): steps
-// are numbered from 0, so step `last_step` done of `total_steps` is (last_step + 1) / total.
+// steps per second, durations. The numbers come from the read API (ingest/progress.py): progress
+// counts steps, not step numbers — `steps_done` of `total_steps` (a run whose first step is 1,
+// as Hugging Face's Trainer counts, has done `last_step` steps; one from 0, `last_step + 1`).
+
+/** Steps done: the server's `steps_done`; from `first_step` and `last_step` if it has none. */
+export function stepsDone(info) {
+  if (Number.isFinite(info.steps_done)) return info.steps_done;
+  if (info.last_step === null || info.last_step === undefined) return 0;
+  return info.first_step >= 1 ? info.last_step : info.last_step + 1;
+}
 
 /** {done, total, fraction}: fraction in [0, 1], null without a total. */
 export function progressOf(info) {
-  const done = info.last_step === null || info.last_step === undefined ? 0 : info.last_step + 1;
+  const done = stepsDone(info);
   const total = info.total_steps > 0 ? info.total_steps : null;
   return { done, total, fraction: total ? Math.min(1, done / total) : null };
 }
@@ -63,7 +71,7 @@ export function rateText(secondsPerStep) {
   return rate < 1 ? `${text} (${formatDuration(secondsPerStep)} per step)` : text;
 }
 
-/** "121 of 500 steps · 24%", "121 steps", or "no steps yet" (steps done: last_step + 1). */
+/** "121 of 500 steps · 24%", "121 steps", or "no steps yet" (steps done, as stepsDone). */
 export function progressText(info) {
   const { done, total, fraction } = progressOf(info);
   const n = (x) => x.toLocaleString('en-US');

@@ -1,18 +1,34 @@
 // A run's status and progress as the pages show them (issue 13): the status badge (running,
-// idle, finished, failed), a progress bar, and the overview's panel of progress, ETA, pace and
-// times, which ticks between updates (the ETA counts down, ages grow).
+// idle, crashed, finished, failed; deleted once it is), a progress bar, and the overview's panel
+// of progress, ETA, pace and times, which ticks between updates (the ETA counts down, ages grow).
 
 import { h } from './dom.js';
 import { etaNow, formatDuration, progressOf, progressText, rateText, stepSeconds } from './runprogress.js';
+import { BADGE_CLASS, connectionText, deletedText } from './runstate.js';
 import { age } from './text.js';
-
-const BADGE_CLASS = { running: 'live', idle: 'idle', finished: 'finished', failed: 'failed' };
 
 /** Show `status` on a badge element. */
 export function setStatusBadge(el, status) {
   el.className = `badge status ${BADGE_CLASS[status] ?? ''}`.trim();
   el.textContent = status ?? '';
   el.dataset.status = status ?? '';
+}
+
+/**
+ * Say on `banner` (a hidden `.banner` element of the page) that the run was deleted, with a
+ * link to the run list. `info`: the deletion's info merged over the run's last (name, when).
+ */
+export function showDeleted(banner, info) {
+  banner.replaceChildren(deletedText(info), ' ', h('a', { href: '/' }, 'Back to the run list'));
+  banner.hidden = false;
+}
+
+/** Show the live connection's `state` ('live', 'reconnecting', 'stopped') on `el`. */
+export function setConnection(el, state) {
+  const { text, title } = connectionText(state);
+  el.textContent = text;
+  el.title = title;
+  el.dataset.connection = state;
 }
 
 /** A progress bar; `bar.update(info)` fills it (striped, empty, without total_steps). */
@@ -37,6 +53,8 @@ export function etaText(info, receivedMs, nowMs) {
   if (eta !== null) return eta > 0 ? `in ${formatDuration(eta)}` : 'any moment';
   if (info.status === 'finished' || info.status === 'failed') return `— (${info.status})`;
   if (info.status === 'idle') return '— (idle: nothing received lately)';
+  if (info.status === 'crashed') return '— (crashed: the trainer stopped answering)';
+  if (info.status === 'deleted') return '—';
   if (!info.total_steps) return '— (total steps unknown)';
   return '— (timing the steps)';
 }

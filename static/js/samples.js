@@ -8,6 +8,8 @@
 
 import { h } from './dom.js';
 import { LiveClient } from './live.js';
+import { RunFollower } from './runfollow.js';
+import { setConnection, setStatusBadge, showDeleted } from './runstatus.js';
 
 const REFRESH_MS = 400; // live events lead to one look at the run at most this often
 const SEARCH_MS = 150;
@@ -106,8 +108,9 @@ export function samplesQuery(step, filters, { offset = 0, limit = 0, text = fals
 // ------------------------------------------------------------------ the page
 
 class Viewer {
-  constructor(root, initial) {
+  constructor(root, initial, info) {
     this.root = root;
+    this.info = info;
     this.runId = Number(root.dataset.runId);
     this.pageLimit = Number(root.dataset.pageLimit) || 2000;
     this.el = (id) => document.getElementById(id);
@@ -121,14 +124,28 @@ class Viewer {
     this.renders = 0;
     this.wire();
     this.show(initial, false);
+    // The run's status (its badge) apart from the live connection (a small indicator).
+    this.follower = new RunFollower((_, fresh) => this.onRunInfo(fresh), (_, gone) => this.gone(gone));
+    this.onRunInfo(info);
     this.live = new LiveClient({
       seq: () => this.seq,
       delta: (msg) => { this.seq = msg.seq; this.scheduleRefresh(); },
       reset: () => this.scheduleRefresh(true),
-      run: (run, info) => (info?.deleted ? this.gone() : this.scheduleRefresh()),
-      status: (text) => { this.el('live-status').textContent = text; },
+      run: (run, fresh) => (fresh?.deleted ? this.gone(fresh) : this.onRunInfo(fresh, true)),
+      status: (state) => setConnection(this.el('live-status'), state),
     }).start();
     this.live.subscribe(this.runId);
+  }
+
+  /** New info of the run (live, or re-read): its status badge; live news may mean samples. */
+  onRunInfo(fresh, live = false) {
+    if (this.deleted || !fresh) return;
+    if (fresh.status) {
+      this.info = { ...this.info, ...fresh };
+      setStatusBadge(this.el('run-status'), fresh.status);
+      this.follower.follow(this.runId, fresh.status);
+    }
+    if (live) this.scheduleRefresh();
   }
 
   url(params) {
@@ -140,6 +157,10 @@ class Viewer {
     try {
       const res = await fetch(this.url(params), { credentials: 'same-origin' });
       const body = await res.json();
+      if (res.status === 404) { // the run is gone (a bad step or filter is a 400)
+        this.gone();
+        return null;
+      }
       if (!res.ok) throw new Error(body.error || `HTTP ${res.status}`);
       this.el('load-error').textContent = '';
       return body;
@@ -278,7 +299,7 @@ class Viewer {
   /** At most one look at the run per REFRESH_MS however many live events arrive. */
   scheduleRefresh(reset = false) {
     this.resetSeq ||= reset;
-    if (this.refreshTimer) return;
+    if (this.refreshTimer || this.deleted) return;
     this.refreshTimer = setTimeout(() => {
       this.refreshTimer = null;
       this.refresh();
@@ -308,9 +329,18 @@ class Viewer {
     }
   }
 
-  gone() {
+  /** The run was deleted: say so, stop following it; the samples shown stay readable. */
+  gone(info = {}) {
+    if (this.deleted) return;
+    this.deleted = true;
+    clearTimeout(this.refreshTimer);
     this.live.stop();
-    this.el('step-summary').textContent = 'This run was deleted.';
+    this.follower.stop();
+    setConnection(this.el('live-status'), 'stopped');
+    setStatusBadge(this.el('run-status'), 'deleted');
+    this.el('follow').checked = false;
+    this.el('follow').disabled = true;
+    showDeleted(this.el('deleted-banner'), { ...this.info, ...info });
   }
 
   // ---------------------------------------------------------------- rendering
@@ -586,5 +616,6 @@ class Group {
 const root = typeof document !== 'undefined' ? document.getElementById('samples') : null;
 if (root) {
   const initial = JSON.parse(document.getElementById('samples-initial').textContent);
-  window.telescopeSamples = new Viewer(root, initial);
+  const info = JSON.parse(document.getElementById('run-info').textContent);
+  window.telescopeSamples = new Viewer(root, initial, info);
 }
