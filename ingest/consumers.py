@@ -48,6 +48,7 @@ class IngestConsumer(AsyncWebsocketConsumer):
     held_bytes = 0  # of this connection's frames received and not yet applied
     worker: asyncio.Task[None] | None = None
     keeper: asyncio.Task[None] | None = None  # refreshes `runs`' liveness while open
+    guard: asyncio.Task[None] | None = None  # closes it (4401) once its token is revoked
     # No channel of its own: ingest needs no channel layer, so a layer that is down (Redis)
     # cannot fail the handshake; publishing is best effort (ingest.broadcast).
     channel_layer_alias = "__ingest_needs_no_channel__"
@@ -63,6 +64,8 @@ class IngestConsumer(AsyncWebsocketConsumer):
         key = auth.digest(token)
         self.token = token_state(key)
         self.writer = ingest_executor().lane(key)  # its turns, shared with the token's others
+        self.guard = asyncio.ensure_future(auth.watch_revocation(
+            key, lambda: self.close(code=CLOSE_BAD_TOKEN)))
         self.bucket = TokenBucket(settings.TELESCOPE_MAX_MESSAGES_PER_SECOND,
                                   settings.TELESCOPE_RATE_BURST)
         self.inbox: asyncio.Queue[tuple[Any, bool]] = asyncio.Queue(INBOX_FRAMES)
@@ -71,7 +74,7 @@ class IngestConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         # Frames not yet committed are not acknowledged: the client resends them (their ids
         # make a resend that did commit a duplicate ack).
-        for task in (self.worker, self.keeper):
+        for task in (self.worker, self.keeper, self.guard):
             if task is not None:
                 task.cancel()
         if self.token is not None:

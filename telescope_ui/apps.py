@@ -7,5 +7,10 @@ class TelescopeUiConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
+        from django.db.backends.signals import connection_created
 
-        settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
+        from telescope_ui import private
+
+        settings.DATA_DIR.mkdir(mode=private.PRIVATE_DIR, parents=True, exist_ok=True)
+        connection_created.connect(private.on_connection_created,
+                                   dispatch_uid="telescope_ui.private")

@@ -6,11 +6,13 @@ Scale-out: DATABASE_URL (PostgreSQL) and REDIS_URL (channels_redis pub/sub layer
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The front end (static/, templates/) sits beside the packages in a checkout and inside the
@@ -35,11 +37,32 @@ def envlist(name: str, default: list[str]) -> list[str]:
     return default if value in (None, "") else [v.strip() for v in value.split(",") if v.strip()]
 
 
+def envnetworks(name: str) -> list[str]:
+    """A list of addresses or CIDR networks; a bad one stops the start, named."""
+    values = envlist(name, [])
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {exc}") from None
+    return values
+
+
 DEBUG = envbool("DEBUG", False)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 
 DATA_DIR = Path(os.environ.get("TELESCOPE_DATA_DIR") or BASE_DIR / "data").resolve()
+
+
+def tighten_secret(path: Path) -> None:
+    """A key made by hand, or before keys were made 0600, is made owner-only; one we may not
+    change (another owner) is still used."""
+    try:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+    except OSError:
+        pass
 
 
 def install_secret_key(data_dir: Path) -> str:
@@ -49,7 +72,7 @@ def install_secret_key(data_dir: Path) -> str:
     path = data_dir / "secret_key"
     try:
         if not path.exists():
-            data_dir.mkdir(parents=True, exist_ok=True)
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:  # another process made it meanwhile
@@ -57,6 +80,7 @@ def install_secret_key(data_dir: Path) -> str:
             else:
                 with os.fdopen(fd, "w") as f:
                     f.write(secrets.token_urlsafe(50))
+        tighten_secret(path)
         return path.read_text().strip() or secrets.token_urlsafe(50)
     except OSError:
         return secrets.token_urlsafe(50)
@@ -179,6 +203,9 @@ SERVESTATIC_KEEP_ONLY_HASHED_FILES = True
 # Reads (pages, read API, live updates) from other than loopback need a signed-in user unless
 # this is set (see telescope_ui.access).
 TELESCOPE_PUBLIC_READ = envbool("TELESCOPE_PUBLIC_READ", False)
+# Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For names the client; what
+# comes through them is never trusted as loopback (telescope_ui.access.client).
+TELESCOPE_TRUSTED_PROXIES = envnetworks("TELESCOPE_TRUSTED_PROXIES")
 # A running run whose live trainer has sent no data for this long is shown as idle.
 TELESCOPE_IDLE_SECONDS = envint("TELESCOPE_IDLE_SECONDS", 600)
 # A running run not alive for this long (no ingest connection of its trainer open, no message,
