@@ -7,7 +7,6 @@ their tool's files; `ingest.importers.load` turns the rows into wire messages.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +22,10 @@ from trainer_hooks.wire.protocol import (
 
 Row = tuple[int, float | None, dict[str, float | bool | None]]  # step, unix time, metrics
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+def _visible(key: str) -> str:
+    """`key` without what the wire refuses in a key (wire.schema.deceptive: control, format
+    and invisible characters)."""
+    return key if key.isprintable() else "".join(c for c in key if c.isprintable())
 
 
 @dataclass
@@ -55,9 +57,9 @@ class DamagedSource(ValueError):
 
 
 def clean_key(key: str) -> str | None:
-    """A source key as a valid Telescope key: control characters dropped, empty `/` segments
-    collapsed, at most MAX_KEY_CHARS; None when nothing is left."""
-    key = "/".join(part for part in _CONTROL.sub("", str(key)).split("/") if part)
+    """A source key as a valid Telescope key: control and invisible characters dropped, empty
+    `/` segments collapsed, at most MAX_KEY_CHARS; None when nothing is left."""
+    key = "/".join(part for part in _visible(str(key)).split("/") if part)
     key = key[:MAX_KEY_CHARS].rstrip("/")
     try:
         return check_key(key, "metrics")

@@ -51,7 +51,7 @@ from trainer_hooks.wire.protocol import (
     check_key,
     encode,
 )
-from trainer_hooks.wire.schema import _CONTROL
+from trainer_hooks.wire.schema import deceptive
 
 PUMP_BATCH = 2000  # entries handled per pump pass at most, so acks keep flowing under a flood
 # ... and a pass ends after this long, so the connection sends what is sealed while the caller
@@ -193,11 +193,12 @@ class Sealer:
                 clean[key] = value
                 continue
             if isinstance(value, str):  # a categorical key (numpy str_ too)
-                if len(value) <= MAX_TEXT_CHARS and _CONTROL.isdisjoint(value):
+                if len(value) <= MAX_TEXT_CHARS and deceptive(value) is None:
                     clean[key] = str(value)
                 else:
                     self.left_out(step, key, f"a string of {len(value)} characters (the limit "
-                                  f"is {MAX_TEXT_CHARS}) or with control characters")
+                                  f"is {MAX_TEXT_CHARS}) or with control or invisible "
+                                  "characters")
                 continue
             try:
                 clean[key] = float(value)  # numpy / torch scalars

@@ -33,8 +33,10 @@ from trainer_hooks.wire.schema import (
     ProtocolError,
     Samples,
     check_key,
+    deceptive,
     opt_time,
     require,
+    shown,
     step_number,
 )
 from trainer_hooks.wire.texts import PackedError, PackedText, TextColumn, TooMuchText
@@ -255,8 +257,7 @@ def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
             return np.array(values, dtype=np.int64)
         except OverflowError:
             raise ProtocolError("invalid", name, f"{name} holds an integer out of range") from None
-    if "\x00" in "".join(map(str, values)):
-        raise ProtocolError("invalid", name, f"{name} values must not contain a NUL character")
+    _refuse_deceptive(map(str, values), name)
     arr = np.array(values, dtype=str)
     if arr.dtype.itemsize // 4 > MAX_ID_CHARS:
         raise ProtocolError("invalid", name, f"{name} values are limited to {MAX_ID_CHARS} chars")
@@ -273,7 +274,7 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
     if values is None:
         return None
     if allow_scalar and isinstance(values, str):
-        _refuse_nul([values], name)
+        _refuse_deceptive([values], name)
         one = _checked_strings(np.array([values]), name)
         if into is not None:
             into[name] = (one, np.zeros(n, dtype=np.int64))
@@ -282,7 +283,7 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
     kinds = set(map(type, values))
     if not kinds <= {str, type(None)}:
         raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
-    _refuse_nul(filter(None, values), name)
+    _refuse_deceptive(filter(None, values), name)
     if into is not None and kinds == {str} and n >= FEW_MIN_SAMPLES:
         coded = _few_strings(values, name)
         if coded is not None:
@@ -311,8 +312,8 @@ FEW_SHARE = 8  # ... is dictionary-encoded by `_few_strings`
 def _few_strings(values: list[str], name: str) -> tuple[np.ndarray, np.ndarray] | None:
     """(sorted distinct values, each value's index) of a list of strings with few distinct
     values, each checked once (not every sample's copy); None when there are many. The values
-    hold no NUL (`_refuse_nul` came first), so numpy, which drops trailing ones, keeps them
-    distinct."""
+    hold no NUL (`_refuse_deceptive` came first), so numpy, which drops trailing ones, keeps
+    them distinct."""
     distinct = dict.fromkeys(values)  # hashing in C: far cheaper than numpy sorting strings
     if len(distinct) * FEW_SHARE > len(values):
         return None
@@ -323,12 +324,14 @@ def _few_strings(values: list[str], name: str) -> tuple[np.ndarray, np.ndarray] 
     return uniques, codes
 
 
-def _refuse_nul(strings: Any, name: str) -> None:
-    """A label with a NUL: numpy's unicode arrays drop trailing ones ('b\\0' would be stored
-    as 'b'), so look at the strings themselves (one join, in C)."""
-    if "\x00" in "".join(strings):
-        raise ProtocolError("invalid", name, f"{name} values must not contain control "
-                            "characters")
+def _refuse_deceptive(strings: Any, name: str) -> None:
+    """Labels and ids hold nothing `deceptive` (control, format or invisible characters; a
+    NUL too, which numpy's unicode arrays would drop when trailing: 'b\\0' stored as 'b'):
+    checked on the strings themselves, one join and one pass in C."""
+    bad = deceptive("".join(strings))
+    if bad is not None:
+        raise ProtocolError("invalid", name, f"{name} values must not contain control or "
+                            f"invisible characters ({shown(bad)})")
 
 
 def _checked_strings(arr: np.ndarray, name: str) -> np.ndarray:

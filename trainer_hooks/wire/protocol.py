@@ -38,7 +38,6 @@ from trainer_hooks.wire.columns import (
 )
 from trainer_hooks.wire.environments import parse_environments
 from trainer_hooks.wire.schema import (
-    _CONTROL,
     _NULLABLE_NUMBER_TYPES,
     DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE,
     DISCARD_REASONS,
@@ -66,8 +65,10 @@ from trainer_hooks.wire.schema import (
     Step,
     check_json_tree,
     check_key,
+    deceptive,
     opt_time,
     require,
+    shown,
     split_key,
     step_number,
 )
@@ -122,8 +123,10 @@ def validate_message(obj: Any) -> AnyMessage:
     mid = str(mid)
     if not mid or len(mid) > MAX_ID_CHARS:
         raise ProtocolError("invalid", "id", f"id must be 1–{MAX_ID_CHARS} characters")
-    if "\x00" in mid:  # PostgreSQL text cannot hold it: refused here, on every backend
-        raise ProtocolError("invalid", "id", "id must not contain a NUL character")
+    bad = deceptive(mid)  # (a NUL too: PostgreSQL text cannot hold it)
+    if bad is not None:
+        raise ProtocolError("invalid", "id", f"id must not contain a control or invisible "
+                            f"character ({shown(bad)})")
     mtype = require(obj, "type")
     if mtype not in MESSAGE_TYPES:
         raise ProtocolError(
@@ -134,9 +137,10 @@ def validate_message(obj: Any) -> AnyMessage:
     incarnation = obj.get("incarnation")
     if incarnation is not None:
         if not isinstance(incarnation, str) or not 1 <= len(incarnation) <= MAX_ID_CHARS \
-                or not _CONTROL.isdisjoint(incarnation):
+                or deceptive(incarnation) is not None:
             raise ProtocolError("invalid", "incarnation", f"incarnation must be a string of "
-                                f"1–{MAX_ID_CHARS} characters without control characters")
+                                f"1–{MAX_ID_CHARS} characters without control or invisible "
+                                "characters")
         msg = dataclasses.replace(msg, incarnation=incarnation)
     return msg
 
@@ -221,11 +225,12 @@ def _step(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Step:
                     nulls.append(key)
             else:
                 finite[key] = float(value)
-        elif kind is str and len(value) <= MAX_TEXT_CHARS and _CONTROL.isdisjoint(value):
+        elif kind is str and len(value) <= MAX_TEXT_CHARS and deceptive(value) is None:
             text[key] = value
         else:  # one bad value never loses the step's others: left out and reported
             left_out[key] = (f"a string of {len(value)} characters (the limit is "
-                             f"{MAX_TEXT_CHARS}) or with control characters" if kind is str
+                             f"{MAX_TEXT_CHARS}) or with control or invisible characters"
+                             if kind is str
                              else f"a {kind.__name__}; expected a number, bool, string or null")
     return Step(mid, mtype, run, step, finite, tuple(nonfinite), opt_time(obj),
                 text, left_out, tuple(nulls))

@@ -33,6 +33,23 @@ MAX_TEXT_CHARS = 128  # a categorical step value
 DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE = 4 << 20
 
 _CONTROL = {chr(c) for c in range(0x20)} | {"\x7f"}
+
+
+def deceptive(text: str) -> str | None:
+    """The one rule for names, keys, labels and ids (docs/protocol.md "Messages"): the first
+    character of `text` that could hide or disguise what a reader sees, or None. That is any
+    character `str.isprintable` refuses (one pass in C): Unicode controls and format characters
+    (Cc, Cf: C0 and C1 controls, DEL, bidi overrides and isolates such as U+202E and U+2066,
+    zero-width characters such as U+200B), line and paragraph separators (U+2028, U+2029),
+    spaces other than ' ', surrogates, private-use and unassigned code points."""
+    if text.isprintable():
+        return None
+    return next(c for c in text if not c.isprintable())
+
+
+def shown(char: str) -> str:
+    """A refused character as an error message names it."""
+    return f"U+{ord(char):04X}"
 _NUMBER_TYPES = frozenset({int, float})
 _NULLABLE_NUMBER_TYPES = frozenset({int, float, type(None)})
 _ID_TYPES = frozenset({int, str})
@@ -61,8 +78,9 @@ class ProtocolError(ValueError):
 
 
 def check_key(key: Any, field: str, *, kind: str = "key") -> str:
-    """Validate a metric key or name: 1–200 characters, no control characters, no empty
-    `/`-segments. Returns the key; raises ProtocolError naming `field`."""
+    """Validate a metric key or name: 1–200 characters, nothing `deceptive` (control, format
+    or invisible characters), no empty `/`-segments. Returns the key; raises ProtocolError
+    naming `field`."""
     if not isinstance(key, str):
         raise ProtocolError("wrong_type", field, f"{kind} must be a string")
     if not key:
@@ -71,8 +89,10 @@ def check_key(key: Any, field: str, *, kind: str = "key") -> str:
         raise ProtocolError(
             "bad_key", field, f"{kind} is {len(key)} characters; the limit is {MAX_KEY_CHARS}"
         )
-    if not _CONTROL.isdisjoint(key):
-        raise ProtocolError("bad_key", field, f"{kind} {key!r} contains a control character")
+    bad = deceptive(key)
+    if bad is not None:
+        raise ProtocolError("bad_key", field, f"{kind} {key!r} contains a control or invisible "
+                            f"character ({shown(bad)})")
     if "" in key.split("/"):
         raise ProtocolError("bad_key", field, f"{kind} {key!r} has an empty '/' segment")
     return key
