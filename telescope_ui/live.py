@@ -49,6 +49,7 @@ WATCH_SECONDS = 2.0
 class LiveConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.last_seq: dict[int, int] = {}
+        self.ungrouped: set[int] = set()  # watched runs whose group the layer did not take
         self.pending: dict[int, list[dict[str, Any]]] = {}
         self.flush_task: asyncio.Task[None] | None = None
         self.watch_task: asyncio.Task[None] | None = None
@@ -65,7 +66,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         for run_id in list(self.last_seq):
-            await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
+            await self._leave(run_id)
         for task in (self.flush_task, getattr(self, "watch_task", None)):
             if task:
                 task.cancel()
@@ -85,7 +86,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         elif kind == "unsubscribe":
             self.last_seq.pop(run_id, None)
             self.pending.pop(run_id, None)
-            await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
+            await self._leave(run_id)
         elif kind == "resync" and run_id in self.last_seq:
             await self._replay(run_id, after)
         else:
@@ -102,13 +103,34 @@ class LiveConsumer(AsyncWebsocketConsumer):
             else:
                 await self._send({"type": "error", "run": run_id, "message": "no such run"})
             return
-        await self.channel_layer.group_add(group_name(run_id), self.channel_name)
+        await self._join(run_id)
         await self._replay(run_id, after)
         if self.watch_task is None:
             self.watch_task = asyncio.ensure_future(self._watch())
         # The backlog now: a page rendered mid-backlog may have missed its final 0.
         pending = await database_sync_to_async(pending_steps)(run_id)
         await self._send({"type": "progress", "run": run_id, "pending": pending})
+
+    async def _join(self, run_id: int) -> None:
+        """Join the run's group. A layer that is down (Redis) does not fail the page: it reads
+        the database (`_watch`) and joins once the layer answers again."""
+        try:
+            await self.channel_layer.group_add(group_name(run_id), self.channel_name)
+        except Exception as exc:  # noqa: BLE001 - any failure of the layer: degrade, retry
+            if not self.ungrouped:
+                log.warning("a live page could not join run %d's updates (%s: %s); it reads "
+                            "the database until the channel layer is back", run_id,
+                            type(exc).__name__, exc)
+            self.ungrouped.add(run_id)
+        else:
+            self.ungrouped.discard(run_id)
+
+    async def _leave(self, run_id: int) -> None:
+        self.ungrouped.discard(run_id)
+        try:
+            await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
+        except Exception:  # noqa: BLE001, S110 - the layer is down: its group expires
+            pass
 
     async def _replay(self, run_id: int, after: int) -> None:
         """Send everything after `after` from the database (the source of truth)."""
@@ -131,6 +153,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await asyncio.sleep(WATCH_SECONDS / 2)
             if not self.last_seq:
                 continue
+            for run_id in list(self.ungrouped):  # the layer may be back: join the group
+                await self._join(run_id)
             watched = list(self.last_seq)
             seqs = await database_sync_to_async(run_seqs)(watched)
             for run_id in watched:
@@ -171,7 +195,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.last_seq.pop(run_id, None) is None:
             return
         self.pending.pop(run_id, None)
-        await self.channel_layer.group_discard(group_name(run_id), self.channel_name)
+        await self._leave(run_id)
         if info is None:
             info = await database_sync_to_async(deleted_info)(run_id) or {
                 "id": run_id, "deleted": True}

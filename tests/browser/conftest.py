@@ -104,8 +104,10 @@ def dashboard(dashboard_server: LiveServer) -> Iterator[Dashboard]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A fresh context (empty localStorage) whose page fails the test on a JS error."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    """A fresh context (empty localStorage) whose page fails the test on a JS error. It
+    bypasses the Content-Security-Policy, which refuses the string expressions tests evaluate
+    in the page (eval); tests/browser/test_csp.py holds the pages to the policy."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))

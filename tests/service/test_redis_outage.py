@@ -87,3 +87,28 @@ def test_a_live_page_keeps_its_updates_while_redis_is_down(tmp_path: Path,
     log = server.log.read_text()
     assert "Traceback" not in log, log[-3000:]
     assert "cannot reach Redis" in log and "could not be published" in log, log[-3000:]
+
+
+def test_a_page_opened_while_redis_is_down_reads_from_the_database_and_resyncs(
+        tmp_path: Path, redis: RedisProcess) -> None:
+    state = ServerState(tmp_path, os.environ.get("DATABASE_URL"), redis.url)
+    server = LiveServer(state).start()
+    try:
+        token = state.token("p")
+        post_steps(server, token, range(1))
+        with urllib.request.urlopen(server.http + "/api/runs") as resp:
+            run_id = json.load(resp)["runs"][0]["id"]
+        redis.kill()
+        with ws_connect(server.ws + "/ws/live/", origin=server.http) as page:  # (was HTTP 500)
+            page.send(json.dumps({"type": "subscribe", "run": run_id, "after_seq": 0}))
+            assert steps_seen(page, {0}, 10) == {0}
+            post_steps(server, token, range(1, 4))
+            assert steps_seen(page, {1, 2, 3}, 15) == {1, 2, 3}
+            redis.start()  # the page joins its group once the layer is back
+            post_steps(server, token, range(4, 6))
+            assert steps_seen(page, {4, 5}, 15) == {4, 5}
+    finally:
+        server.stop()
+        state.drop()
+    log = server.log.read_text()
+    assert "Traceback" not in log, log[-3000:]
