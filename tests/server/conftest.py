@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -49,9 +50,13 @@ async def trainer(token: str) -> AsyncIterator[Trainer]:
 
 
 async def settled() -> None:
-    """Wait for the materializer to finish (it re-aggregates steps after acks)."""
+    """Wait for the materializer to finish (it re-aggregates steps after acks).
+
+    Only a task of this test's event loop is awaited: an earlier test's loop may have closed
+    with its materializer task still pending, which cancelled it (awaiting that task raised
+    CancelledError in the next test that waited on a run it never kicked)."""
     task = MATERIALIZER.task
-    if task is not None:
+    if task is not None and task.get_loop() is asyncio.get_running_loop():
         await task
 
 
