@@ -239,6 +239,33 @@ def test_every_command(protocol: str) -> None:
     assert missing(subcommands, set(re.findall(r"`telescope (\w+)", protocol))) == []
 
 
+# ---------------------------------------------------------------- the README
+
+
+def test_readme_performance_is_current_figures_only() -> None:
+    """The README's Performance section is one current row per benchmark (figure, target, date
+    and commit), under a seventh of the README; the history lives in bench/RESULTS.md."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    perf = section(readme, "Performance")
+    assert len(perf.encode()) < len(readme.encode()) / 7
+    rows = [line for line in perf.splitlines() if line.startswith("| `bench/")]
+    named = [re.match(r"\| `(bench/\w+\.py)", row).group(1) for row in rows]
+    assert all((ROOT / name).exists() for name in named)
+    assert all(re.search(r"\| 20\d\d-\d\d-\d\d [^|]+\|$", row) for row in rows)  # recorded
+    scripts = {f"bench/{p.name}" for p in (ROOT / "bench").glob("*.py")
+               if not p.read_text(encoding="utf-8").startswith('"""Benchmark entry point')}
+    assert missing(scripts, set(named)) == []
+    assert (ROOT / "bench" / "RESULTS.md").exists()
+
+
+def test_no_development_diary_in_docs() -> None:
+    """Dated notes of the development ("session 6", "this session") belong in bench/RESULTS.md."""
+    diary = re.compile(r"\b(?:[Ss]ession \d+|this session|end of session)\b")
+    found = [f"{doc.name}: {m.group(0)}" for doc in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+             for m in diary.finditer(doc.read_text(encoding="utf-8"))]
+    assert found == []
+
+
 def test_links_between_docs_resolve() -> None:
     """Relative links of the docs and the README name files that exist, and their anchors
     headings of those files."""
