@@ -111,7 +111,7 @@ def test_all_environments_pool_each_samples_own_normalized_value() -> None:
 
 def test_three_scales_an_undeclared_env_uses_its_observed_range_and_invert_flips() -> None:
     s = make_step([5.0, 15.0, 1.0, 0.0, -3.0, 1.0], [0, 0, 1, 1, 2, 2], [0, 0, 1, 1, 2, 2],
-                  ["big", "unit", "free"], metrics={"steps": [0, 20, 10, 5, 3, 4]})
+                  ["big", "unit", "free"], metrics={"steps": [0, 5, 10, 5, 3, 4]})
     ranges = {"big": EnvRanges(0.0, 20.0, {"steps": MetricRange(0, 20, invert=True)}),
               "unit": EnvRanges(0.0, 1.0)}
     observed = {("free", "reward", "reward"): (-3.0, 5.0), ("unit", "sample", "steps"): (5, 10),
@@ -119,9 +119,11 @@ def test_three_scales_an_undeclared_env_uses_its_observed_range_and_invert_flips
     out = aggregate_step(s, ranges, observed)
     assert out[("reward", "reward", "norm:mean", "free")] == pytest.approx((0.0 + 0.5) / 2)
     assert out[("reward", "reward", "norm:max", None)] == pytest.approx(1.0)
-    # inverted: steps 0 → 1.0, 20 → 0.0; "min" is the lowest normalized value
-    assert out[("sample", "steps", "norm:min", "big")] == pytest.approx(0.0)
+    # inverted on 0–20: steps 0 → 1.0, 5 → 0.75 (not inverted they would be 0.0 and 0.25);
+    # "min" is the lowest normalized value
+    assert out[("sample", "steps", "norm:min", "big")] == pytest.approx(0.75)
     assert out[("sample", "steps", "norm:max", "big")] == pytest.approx(1.0)
+    assert out[("sample", "steps", "norm:mean", "big")] == pytest.approx(0.875)
     # a degenerate observed range (3–3) maps to 0.5
     assert out[("sample", "steps", "norm:mean", "free")] == pytest.approx(0.5)
     assert bound(EnvRanges(), (3.0, 3.0), "sample", "steps").source == "degenerate"
