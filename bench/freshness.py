@@ -1,4 +1,4 @@
-"""Benchmark: how soon after its ack a step's aggregates are readable (issue 11).
+"""Benchmark: how soon after its ack a step's aggregates are readable.
 
     .venv/bin/python bench/freshness.py [--steps 100] [--interval 0.1] [--samples 512]
 

@@ -1,4 +1,4 @@
-"""Benchmark entry point for trainer_hooks (issue 3): runs both hook benchmarks and sums up.
+"""Benchmark entry point for trainer_hooks: runs both hook benchmarks and sums up.
 
     .venv/bin/python bench/hooks.py [--quick]
 

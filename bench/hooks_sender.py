@@ -17,7 +17,7 @@
 2. Throughput to one server process (daphne, embedded SQLite, started here): samples logged
    as fast as possible in `--samples`-sized calls, from the first call until `flush()`
    reports every message acknowledged; the same for `--steps` step messages of `--step-keys`
-   keys (one message per step; target ≥ 5,000 messages of 40 keys a second, issue 11). Also
+   keys (one message per step; target ≥ 5,000 messages of 40 keys a second). Also
    the client-side seal rate (log → outbox) on its own, with the server unreachable.
 
 3. Burst (`--burst`, default 50,000): `log_step` calls back to back with the default
@@ -169,7 +169,7 @@ def main() -> int:
     ap.add_argument("--throughput-samples", type=int, default=200_000)
     ap.add_argument("--steps", type=int, default=5000)
     ap.add_argument("--step-keys", type=int, default=40, help="keys per step message "
-                    "(issue 11's target: >= 5,000 step messages of 40 keys acknowledged per s)")
+                    "(the target: >= 5,000 step messages of 40 keys acknowledged per s)")
     ap.add_argument("--step-gap", type=float, default=0.005)
     ap.add_argument("--samples-gap", type=float, default=0.02)
     ap.add_argument("--burst", type=int, default=50_000)

@@ -3,7 +3,7 @@ the WebSocket to one server process on the embedded default (SQLite + in-memory 
 waits for acks. Prints sustained samples/s and p50/p99 ack latency, with the number columns as
 typed arrays (what trainer_hooks sends) and as msgpack lists.
 
-Target: ≥ 500,000 samples/s (issue 11) and p99 ack ≤ 50 ms.
+Target: ≥ 500,000 samples/s and p99 ack ≤ 50 ms.
 Run: .venv/bin/python bench/ingest.py [--batches 400] [--windows 1,4]
 """
 
@@ -93,7 +93,7 @@ def main() -> None:
                     print(f"{kind}, window={window}: {len(part) * BATCH / elapsed:,.0f} "
                           f"samples/s over {len(part)} batches of {BATCH}; ack latency p50 "
                           f"{np.percentile(ms, 50):.1f} ms, p99 {np.percentile(ms, 99):.1f} ms")
-    print(f"targets: >= 500,000 samples/s (issue 11; was >= 100,000), p99 ack <= 50 ms; "
+    print(f"targets: >= 500,000 samples/s (was >= 100,000), p99 ack <= 50 ms; "
           f"load {os.getloadavg()[0]:.1f}")
 
 

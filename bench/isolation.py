@@ -1,4 +1,4 @@
-"""Benchmark: one connection's huge backlog must not stall another's acks (issue 11, item 4).
+"""Benchmark: one connection's huge backlog must not stall another's acks.
 
     .venv/bin/python bench/isolation.py [--steps 30000] [--per-message 500] [--samples-per-step 8]
 

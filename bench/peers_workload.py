@@ -1,4 +1,4 @@
-"""Benchmark: a whole training job's logging, timed as the peers time theirs (issue 11).
+"""Benchmark: a whole training job's logging, timed as the peers time theirs.
 
     .venv/bin/python bench/peers_workload.py [--steps 2000] [--keys 40] [--samples 512]
                                             [--group 16] [--metrics 8] [--repeat 3]

@@ -1,4 +1,4 @@
-"""Sample text and the sample viewer (issue 17): one server process on the embedded default
+"""Sample text and the sample viewer: one server process on the embedded default
 (SQLite + in-memory layer), steps of 512 samples with 2 KB of text each (a 512-byte prompt and
 a 1.5 KB completion of English-like words, so compression sees text, not noise).
 

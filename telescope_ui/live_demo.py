@@ -1,4 +1,4 @@
-"""A live demo run beside the server `make run` starts (issue 13): a simulated GRPO job that
+"""A live demo run beside the server `make run` starts: a simulated GRPO job that
 streams through `trainer_hooks` into the dashboard, a few steps per second, so a newcomer sees
 the product move. It stops when the server stops.
 

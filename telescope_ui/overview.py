@@ -1,4 +1,4 @@
-"""The run overview page (`/runs/<id>`, issue 13): how far a run is, its headline charts, its
+"""The run overview page (`/runs/<id>`): how far a run is, its headline charts, its
 config and environments, its notes, and its housekeeping (rename, notes, colour, delete).
 
 The page carries the run's info (with its config) and catalog, so it draws without a round

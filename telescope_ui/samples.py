@@ -1,5 +1,5 @@
 """The sample viewer (`/runs/<id>/samples?step=S`) and its read API (`GET /api/runs/<id>/samples`,
-docs/protocol.md "Read API: samples"), issue 17.
+docs/protocol.md "Read API: samples").
 
 One step's stored samples: every batch of the step (ingest.columns) concatenated, filtered
 (environment, kept or discarded, reward range), ordered by group then reward (highest first,

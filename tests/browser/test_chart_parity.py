@@ -1,4 +1,4 @@
-"""Chart parity with Telescope in Chromium (issue 10, item 5): the autoscaled y-range, the Max
+"""Chart parity with Telescope in Chromium: the autoscaled y-range, the Max
 time control's durations, the Ctrl-hover cursor synced across charts, the run legend with its
 dimming, the dot on each run's last point, badges of changed settings, and a composed chart's
 legend choices kept across a reload."""

@@ -1,4 +1,4 @@
-"""Run colours in Chromium (issue 10): every page draws the colour the server stored for a run
+"""Run colours in Chromium: every page draws the colour the server stored for a run
 (distinct within its project), and a colour changed on the run list is saved and drawn."""
 
 from __future__ import annotations

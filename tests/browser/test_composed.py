@@ -1,4 +1,4 @@
-"""Composed charts in Chromium (issue 10): one chart per metric with its mean line, ± std band
+"""Composed charts in Chromium: one chart per metric with its mean line, ± std band
 and min/max envelope toggled from the chart's legend, environments overlaid and filtered on the
 chart, groups counts stacked, data-quality counters in a collapsed section that flags them, and
 the demo run's All view within 60 charts."""

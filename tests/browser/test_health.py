@@ -1,4 +1,4 @@
-"""Health hints in Chromium (issue 10, item 3): a registered key whose hint fires gets a ⚠ in its
+"""Health hints in Chromium: a registered key whose hint fires gets a ⚠ in its
 chart header and its section's header; a healthy run gets none; registered keys carry the
 registry's titles and "?" tooltips."""
 

@@ -1,4 +1,4 @@
-"""The distribution heatmap in Chromium (issue 10, item 4): one click from the reward chart opens
+"""The distribution heatmap in Chromium: one click from the reward chart opens
 a heatmap of the server's counts (steps × value bins) below the plot, its environment picker
 re-reads it, a second click or Escape closes it, it follows the theme, and charts without a
 distribution (a trainer key) have no such button."""

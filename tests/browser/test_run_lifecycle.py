@@ -1,4 +1,4 @@
-"""A run's pages follow the run (issue 26), in Chromium against a live server: an open Metrics
+"""A run's pages follow the run, in Chromium against a live server: an open Metrics
 or Samples page of a run deleted elsewhere says so within seconds and stops saying live or
 running; the old URL answers a page that says the run was deleted, with the way back; the
 Samples page shows the run's real status apart from its live connection; a Hugging Face run

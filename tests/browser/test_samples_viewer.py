@@ -1,4 +1,4 @@
-"""The sample viewer in Chromium (issue 17): opened from a click on a reward chart's point, the
+"""The sample viewer in Chromium: opened from a click on a reward chart's point, the
 rewards and sample metrics coloured red → green by each environment's declared or observed range
 (invert honoured), a sample opened to its escaped text, search with highlight, best vs worst of a
 group side by side, keyboard navigation, and a running run's newest step arriving live."""

@@ -106,7 +106,7 @@ def stored_points(state: ServerState, run: str, key: str) -> dict[str, float]:
     return json.loads(state.manage("shell", "-c", script).strip().splitlines()[-1])
 
 
-@pytest.mark.timeout(900)  # PostgreSQL takes ~170 s for 50,000 messages (see issue 11)
+@pytest.mark.timeout(900)  # PostgreSQL takes ~170 s for 50,000 messages
 def test_a_burst_of_50000_log_step_calls_stores_all_of_them(
         dashboard_server: LiveServer, live_state: ServerState, tmp_path: Path) -> None:
     n = 50_000

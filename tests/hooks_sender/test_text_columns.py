@@ -1,4 +1,4 @@
-"""Sample text in trainer_hooks (issue 17): `prompt` and `completion` through `log_samples`,
+"""Sample text in trainer_hooks: `prompt` and `completion` through `log_samples`,
 `log_rewards` and the reward recorder onto the wire; batches bounded by each sample's own text
 size; a text too large for any message left out and named; `text_per_group` keeping the text
 of only k samples per group (best, worst, both ends, random); the outbox's split of a refused

@@ -1,4 +1,4 @@
-// Composed charts (issue 10): which entries share a chart, what each draws, the env filter.
+// Composed charts: which entries share a chart, what each draws, the env filter.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 

@@ -1,4 +1,4 @@
-// The pure parts of the run overview and run list (issue 13): config leaves, search and diff
+// The pure parts of the run overview and run list: config leaves, search and diff
 // (config.js), run search / filter / sort (runfilter.js), progress and ETA (runprogress.js) and
 // the choice of headline charts (headline.js).
 import { test } from 'node:test';

@@ -1,4 +1,4 @@
-// A run's state on the pages (issue 26): progress counts steps (a Hugging Face run's steps
+// A run's state on the pages: progress counts steps (a Hugging Face run's steps
 // 1..24 are 24 of 24, as steps 0..23 are), every status the server derives has its badge and
 // the run list filters and sorts by it, statuses that drift by the clock are re-read, a
 // deleted run's words, and the live connection's words (never a run status).

@@ -135,7 +135,7 @@ test('withAlpha', () => {
   assert.equal(withAlpha('bad', 0.2), 'rgba(128,128,128,0.2)');
 });
 
-// ------------------------------------------------------------ Telescope parity (issue 10, item 5)
+// ------------------------------------------------------------ Telescope parity
 
 const close = (a, b, eps = 1e-9) => assert.ok(Math.abs(a - b) <= eps, `${a} != ${b}`);
 const closeRange = (r, [lo, hi]) => { close(r[0], lo); close(r[1], hi); };

@@ -1,4 +1,4 @@
-"""A deleted run (issue 26): the delete leaves a tombstone in its own transaction, the run's old
+"""A deleted run: the delete leaves a tombstone in its own transaction, the run's old
 URLs answer a page saying it was deleted (and an id that never was gets a page too), the JSON
 API's 404s stay JSON, and live pages hear of the deletion — from the broadcast, from the
 database when no broadcast reaches them (another process, a layer that is out), and when they

@@ -1,4 +1,4 @@
-"""Sample text blobs (ingest.texts, issue 17): the packed payload written as zstd (a large text
+"""Sample text blobs (ingest.texts): the packed payload written as zstd (a large text
 in pieces compressed at once, one frame each), or uncompressed when the text does not shrink,
 in the message's transaction; rows of every earlier format (zlib-packed, as migration 0010 and
 the code after it wrote them, and the msgpack rows before it) still read, next to new ones,

@@ -1,4 +1,4 @@
-"""Redis killed under a live page (issue 12: "REDIS_URL set, Redis down"): ingest goes on, the
+"""Redis killed under a live page (REDIS_URL set, Redis down): ingest goes on, the
 page keeps receiving what is committed (read from the database while the channel layer is out)
 and again once Redis is back, and the server log says so in a line, not a traceback a second.
 

@@ -1,5 +1,5 @@
 """The wire validator's rules for values a database would refuse or alter, and for fields it
-does not know (issue 26): each is an error naming the field, or a field named in `left_out`,
+does not know: each is an error naming the field, or a field named in `left_out`,
 never a value stored otherwise than it was sent."""
 
 from __future__ import annotations
