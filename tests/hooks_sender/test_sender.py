@@ -528,7 +528,7 @@ def test_a_pump_pass_ends_on_its_time_budget_so_sealed_messages_leave_during_a_f
     from trainer_hooks.transport.bookkeeping import Bookkeeping
     from trainer_hooks.transport.options import SenderOptions
     from trainer_hooks.transport.outbox import Outbox
-    from trainer_hooks.transport.queue import STEP, CallQueue
+    from trainer_hooks.transport.queue import CallQueue, StepCall
     from trainer_hooks.transport.resume import ResumeFilter
 
     options, calls, outbox = SenderOptions(), CallQueue(10_000), Outbox(None)
@@ -539,7 +539,7 @@ def test_a_pump_pass_ends_on_its_time_budget_so_sealed_messages_leave_during_a_f
         ResumeFilter(outbox, books, run="r", resume=False, keep_steps=options.dedupe_steps),
         books, run="r", incarnation="i")
     for step in range(1000):
-        calls.entries.append((STEP, step, {"loss": 1.0}, time.time()))
+        calls.entries.append(StepCall(step, {"loss": 1.0}, time.time()))
     monkeypatch.setattr(sealer_mod, "PUMP_SECONDS", 0.0)  # the budget is spent at once
     assert sealer.pump_once().written == sealer_mod.PUMP_TAKE
     assert len(calls) == 1000 - sealer_mod.PUMP_TAKE

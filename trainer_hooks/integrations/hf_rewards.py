@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trainer_hooks.rewards.result import as_reward_result
+from trainer_hooks.warnonce import WarnOnce
 
 if TYPE_CHECKING:
     from trainer_hooks.integrations.hf import TelescopeCallback
@@ -96,7 +97,7 @@ class SampleCapture:
         self._open: _Batch | None = None
         self._chunks: list[dict[str, Any]] = []
         self._calls: tuple[int, int] = (-1, 0)  # (step, batches begun at that step)
-        self._warned: set[str] = set()
+        self._warn_once = WarnOnce(log)
         self.stats = {"batches": 0, "samples": 0, "errors": 0}
 
     # ------------------------------------------------------------ called by the wrapper
@@ -156,11 +157,8 @@ class SampleCapture:
     def problem(self, where: str, exc: Exception) -> None:
         with self._lock:
             self.stats["errors"] += 1
-            first = where not in self._warned
-            self._warned.add(where)
-        if first:
-            log.warning("telescope: reward capture (%s) failed; counted, logged once: %s: %s",
-                        where, type(exc).__name__, exc)
+        self._warn_once(where, "telescope: reward capture (%s) failed; counted, logged once: "
+                        "%s: %s", where, type(exc).__name__, exc)
 
     # ------------------------------------------------------------ internals (lock held)
 

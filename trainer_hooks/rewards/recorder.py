@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from trainer_hooks.rewards.result import as_reward_result, merge_tool_metrics
+from trainer_hooks.warnonce import WarnOnce
 from trainer_hooks.wire.protocol import OPTIONAL_COLUMNS
 
 log = logging.getLogger("trainer_hooks.rewards")
@@ -54,7 +55,7 @@ class RewardRecorder:
         self.auto_flush = auto_flush
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
-        self._warned: set[str] = set()
+        self._warn_once = WarnOnce(log)
         self.stats: dict[str, int] = {"recorded": 0, "flushed": 0, "annotated": 0,
                                       "annotate_missed": 0, "errors": 0}
 
@@ -174,11 +175,8 @@ class RewardRecorder:
     def _problem(self, where: str, exc: Exception) -> None:
         with self._lock:
             self.stats["errors"] += 1
-            first = where not in self._warned
-            self._warned.add(where)
-        if first:
-            log.warning("telescope: reward %s failed (counted in stats, logged once): %s",
-                        where, exc)
+        self._warn_once(where, "telescope: reward %s failed (counted in stats, logged once): "
+                        "%s", where, exc)
 
 
 def _aligned(value: Any, n: int, name: str) -> list[Any]:

@@ -13,6 +13,8 @@ import logging
 import threading
 from typing import Any
 
+from trainer_hooks.warnonce import WarnOnce
+
 STAT_NAMES = (
     "logged_steps", "logged_samples", "sent", "bytes_sent", "acked", "duplicates", "rejected",
     "connects", "reconnects", "splits", "text_as_lists", "replayed", "deduped_samples",
@@ -49,10 +51,9 @@ class Bookkeeping:
 
     def __init__(self, logger: logging.Logger) -> None:
         self.ledger = Ledger()
-        self._log = logger
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(STAT_NAMES, 0)
-        self._warned: set[Any] = set()
+        self.warn_once = WarnOnce(logger)  # warn_once(key, msg, *args): logged the first time
 
     def count(self, name: str, n: int = 1) -> None:
         if n:
@@ -70,11 +71,3 @@ class Bookkeeping:
         """Values lost so far, of every kind (a flush compares it with the previous one's)."""
         with self._lock:
             return sum(self._counts[name] for name in LOSSES)
-
-    def warn_once(self, key: Any, msg: str, *args: Any, level: int = logging.WARNING) -> None:
-        """Log `msg` the first time `key` is seen."""
-        with self._lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        self._log.log(level, msg, *args)

@@ -25,26 +25,26 @@ warning in the log): a second run of a script never merges into the first, nor i
 it dropped. `resume=True` continues the newest run of that name instead (a trainer restarted
 from its checkpoint), reusing the incarnation its outbox remembers.
 
-**Threading.** `log_*` only append a tuple to a deque (`log_step` copies its dict; sample
-columns are taken by reference and read on the sender thread within `poll_interval`, so pass
-fresh ones or connect with `copy_columns=True`): no validation, encoding, I/O or lock on the
-caller's thread, and no exception escapes (a problem is logged once and counted in
-`client.stats`; `client.not_stored` lists every value not stored and why). When the sender thread
-falls `max_queue` calls behind, a `log_*` call waits for room (bounded back-pressure: at most one
-pump pass of the sender thread, a few ms; `stats["waited_queue_full"]`) instead of dropping
-anything. A daemon thread runs its own asyncio loop: every `poll_interval` it drains the deque,
-validates and converts the values (numpy), batches samples columnar (`max_batch_samples` /
-`max_batch_bytes`, sealed at least every `flush_interval`), gives every message a unique id (`<12
-hex of a uuid4>-<counter>`) and enters it in the on-disk outbox (`transport.outbox`, SQLite)
-*before* sending: its row and sample identities at once, its body once it has waited
-`spill_after` seconds (3) unacknowledged, at once while the server is away, on `sync()` and at
-`close()` (a body acknowledged sooner never touches the disk; `spill_after=0` or `fsync=True`:
-every body on disk before it is sent). The sender task pipelines messages in outbox order,
-small ones packed into batch frames (at most `max_in_flight` frames unacknowledged, client-side
-rate limit), the receiver task matches acks and error replies by id and deletes those messages
-from the outbox. On a lost
-connection everything unacknowledged is resent in order, with its original id, after a capped
-exponential backoff with jitter; the server acks a repeat as a duplicate and applies nothing twice.
+**Threading.** `log_*` only append a small record (`queue.Call`) to a deque (`log_step` copies
+its dict; sample columns are taken by reference and read on the sender thread within
+`poll_interval`, so pass fresh ones or connect with `copy_columns=True`): no validation,
+encoding, I/O or lock on the caller's thread, and no exception escapes (a problem is logged once
+and counted in `client.stats`; `client.not_stored` lists every value not stored and why). When
+the sender thread falls `max_queue` calls behind, a `log_*` call waits for room (bounded
+back-pressure: at most one pump pass of the sender thread, a few ms;
+`stats["waited_queue_full"]`) instead of dropping anything. A daemon thread runs its own asyncio
+loop: every `poll_interval` it drains the deque, validates and converts the values (numpy),
+batches samples columnar (`max_batch_samples` / `max_batch_bytes`, sealed at least every
+`flush_interval`), gives every message a unique id (`<12 hex of a uuid4>-<counter>`) and enters
+it in the on-disk outbox (`transport.outbox`, SQLite) *before* sending: its row and sample
+identities at once, its body once it has waited `spill_after` seconds (3) unacknowledged, at
+once while the server is away, on `sync()` and at `close()` (a body acknowledged sooner never
+touches the disk; `spill_after=0` or `fsync=True`: every body on disk before it is sent). The
+sender task pipelines messages in outbox order, small ones packed into batch frames (at most
+`max_in_flight` frames unacknowledged, client-side rate limit), the receiver task matches acks
+and error replies by id and deletes those messages from the outbox. On a lost connection
+everything unacknowledged is resent in order, with its original id, after a capped exponential
+backoff with jitter; the server acks a repeat as a duplicate and applies nothing twice.
 
 **Restarts.** A new process with the same spool directory, server, token and run name replays
 the previous process's unacknowledged messages first (original ids and incarnation, so they
@@ -99,14 +99,15 @@ from trainer_hooks.transport.engine import SenderEngine
 from trainer_hooks.transport.options import SenderOptions
 from trainer_hooks.transport.outbox import scope_of
 from trainer_hooks.transport.queue import (
-    CONTROL,
-    FLUSH,
-    REWARDS,
-    SAMPLES,
-    STEP,
-    STOP,
-    SYNC,
+    Call,
     CallQueue,
+    ControlCall,
+    FlushCall,
+    RewardsCall,
+    SamplesCall,
+    StepCall,
+    StopCall,
+    SyncCall,
     Waiter,
 )
 from trainer_hooks.transport.run import RunTarget, ingest_url
@@ -116,6 +117,9 @@ from trainer_hooks.wire.protocol import TEXT_COLUMNS, check_key
 
 log = logging.getLogger("trainer_hooks.sender")
 _now = time.time
+# Builds a log call's record from one tuple in C (transport.queue: no Python frame on the
+# caller's thread); the fields in the record's order.
+_new = tuple.__new__
 
 
 def connect(url: str, token: str, run: str, config: dict[str, Any] | None = None,
@@ -142,12 +146,12 @@ def _copy(x: Any) -> Any:
     return x
 
 
-def _copied_samples(entry: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A SAMPLES queue entry with every column copied (`copy_columns=True`)."""
-    tag, step, sample_id, group_id, reward, env, metrics, optional, when = entry
-    return (tag, _copy(step), _copy(sample_id), _copy(group_id), _copy(reward), _copy(env),
-            None if metrics is None else {k: _copy(v) for k, v in metrics.items()},
-            tuple(_copy(x) for x in optional), _copy(when))
+def _copied_samples(call: SamplesCall) -> SamplesCall:
+    """`call` with every column copied (`copy_columns=True`)."""
+    copied = SamplesCall._make(map(_copy, call))
+    if call.metrics is None:
+        return copied
+    return copied._replace(metrics={k: _copy(v) for k, v in call.metrics.items()})
 
 
 class Client:
@@ -197,7 +201,7 @@ class Client:
     def log_step(self, step: int, metrics: Any = None, *, time: float | None = None) -> None:
         """Queue one step's metrics ({key: number or None}). Never blocks, never raises."""
         try:
-            self._put((STEP, step, dict(metrics), _now() if time is None else time))
+            self._put(_new(StepCall, (step, dict(metrics), _now() if time is None else time)))
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_step", exc)
 
@@ -216,18 +220,18 @@ class Client:
         `poll_interval`), not copied: pass fresh lists / arrays / tensors, or do not modify
         them in place afterwards (or connect with `copy_columns=True`)."""
         try:
-            entry = (SAMPLES, step, sample_id, group_id, reward, env,
-                     None if metrics is None else dict(metrics),
-                     (advantage, prompt_tokens, completion_tokens, off_policy_steps,
-                      stop_reason, discard_reason, prompt, completion),  # OPTIONAL_COLUMNS
-                     _now() if time is None else time)
+            call = _new(SamplesCall, (step, sample_id, group_id, reward, env,
+                                      None if metrics is None else dict(metrics), advantage,
+                                      prompt_tokens, completion_tokens, off_policy_steps,
+                                      stop_reason, discard_reason, prompt, completion,
+                                      _now() if time is None else time))
             # The default path only appends: a cold call costs what a bare append does.
             if self._copy_columns:
-                entry = _copied_samples(entry)
+                call = _copied_samples(call)
             if self._per_group and (prompt is not None or completion is not None):
-                entry = (*entry[:7], (*entry[7][:-2], *map(self._text, entry[7][-2:])),
-                         entry[8])
-            self._put(entry)
+                call = call._replace(prompt=self._text(call.prompt),
+                                     completion=self._text(call.completion))
+            self._put(call)
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_samples", exc)
 
@@ -240,8 +244,8 @@ class Client:
             cols = {k: snap(v) for k, v in columns.items()}
             if self._per_group:
                 cols.update({k: self._text(cols[k]) for k in TEXT_COLUMNS if k in cols})
-            self._put((REWARDS, step, list(results), snap(sample_id), snap(group_id), env,
-                       cols, _now()))
+            self._put(_new(RewardsCall, (step, list(results), snap(sample_id), snap(group_id),
+                                         env, cols, _now())))
         except Exception as exc:  # noqa: BLE001
             self._caller_problem("log_rewards", exc)
 
@@ -255,7 +259,7 @@ class Client:
         """Replace the run's environment declarations (a YAML path, dicts or env classes)."""
         decls, problems = environment_declarations(environments)
         self._books.count("invalid_calls", len(problems))
-        self._put((CONTROL, {"type": "ranges", "environments": decls}))
+        self._put(ControlCall({"type": "ranges", "environments": decls}))
 
     def reward_recorder(self, env: str | None = None, **kwargs: Any) -> RewardRecorder:
         """A `RewardRecorder` feeding this client; `flush()` and `close()` flush it first."""
@@ -265,7 +269,7 @@ class Client:
 
     def end(self, status: str = "finished") -> None:
         """Queue `run.end` (only the run's owner should)."""
-        self._put((CONTROL, {"type": "run.end", "status": status, "time": _now()}))
+        self._put(ControlCall({"type": "run.end", "status": status, "time": _now()}))
 
     # ---------------------------------------------------------------- waiting
 
@@ -280,21 +284,21 @@ class Client:
         for rec in list(self._recorders):
             rec.flush()
         if aggregated:
-            self._queue.append((CONTROL, {"type": "barrier"}))  # never refused, like a flush
-        return self._wait(FLUSH, timeout)
+            self._queue.append(ControlCall({"type": "barrier"}))  # never refused, like a flush
+        return self._wait(FlushCall, timeout)
 
     def sync(self, timeout: float | None = 10.0) -> bool:
         """True once everything logged so far is in the outbox (on disk, unless `spool=False`)
         or acknowledged: what a checkpoint needs."""
         if self._close_result is not None:
             return self._close_result
-        return self._wait(SYNC, timeout)
+        return self._wait(SyncCall, timeout)
 
-    def _wait(self, tag: int, timeout: float | None) -> bool:
+    def _wait(self, kind: type[FlushCall | SyncCall], timeout: float | None) -> bool:
         if not self._thread.is_alive():
             return False
         waiter = Waiter()
-        self._queue.append((tag, waiter))  # never refused: not bounded by max_queue
+        self._queue.append(kind(waiter))  # never refused: not bounded by max_queue
         self._engine.kick()
         return waiter.wait(timeout)
 
@@ -318,7 +322,7 @@ class Client:
                         "(resume)", self.run, self.ledger.total,
                         self._books["deduped_samples"])
         self._closed = True
-        self._queue.append((STOP,))
+        self._queue.append(StopCall())
         self._engine.kick()
         left = None if deadline is None else max(0.0, deadline - time.monotonic()) + 5.0
         self._thread.join(left)
@@ -386,7 +390,7 @@ class Client:
 
     # ---------------------------------------------------------------- internals
 
-    def _put(self, entry: tuple[Any, ...]) -> None:
+    def _put(self, entry: Call) -> None:
         queue = self._queue
         if len(queue) < self._calls.max_size and not self._closed:
             queue.append(entry)  # the only work on the caller's thread
@@ -438,18 +442,19 @@ class Client:
             decls, problems = environment_declarations(environments)
             self._books.count("invalid_calls", len(problems))
             msg["environments"] = decls
-        self._put((CONTROL, msg))
+        self._put(ControlCall(msg))
 
 
-def _what(entry: tuple[Any, ...]) -> str:
-    """A queue entry, named for the ledger of values not stored."""
-    tag = entry[0]
-    if tag == STEP:
-        return f"log_step({entry[1]!r:.40}): {len(entry[2])} metrics"
-    if tag in (SAMPLES, REWARDS):
-        return f"log_{'samples' if tag == SAMPLES else 'rewards'}(step {entry[1]!r:.40})"
-    if tag == CONTROL:
-        return f"a {entry[1].get('type')} message"
+def _what(call: Call) -> str:
+    """A queued call, named for the ledger of values not stored."""
+    if isinstance(call, StepCall):
+        return f"log_step({call.step!r:.40}): {len(call.metrics)} metrics"
+    if isinstance(call, SamplesCall):
+        return f"log_samples(step {call.step!r:.40})"
+    if isinstance(call, RewardsCall):
+        return f"log_rewards(step {call.step!r:.40})"
+    if isinstance(call, ControlCall):
+        return f"a {call.message.get('type')} message"
     return "a log call"
 
 

@@ -1,10 +1,14 @@
 """What the caller's threads hand the sender thread, and the callers waiting on it.
 
-`CallQueue` holds the `log_*` calls the sender thread has not taken yet: a deque of tuples
-whose first item is one of the tags below. Appending to it is the only thing a `log_*` call does
-on the caller's thread; at `max_size` entries a call waits for room (back-pressure). `Waiter` is
-a caller blocked in `flush()` or `sync()`; `FlushWaiters` keeps, on the sender thread, the
-flushes waiting for their messages to leave the outbox.
+`CallQueue` holds the `log_*` calls the sender thread has not taken yet: a deque of `Call`
+records (one NamedTuple per kind of call, below). Building one and appending it is the only
+thing a `log_*` call does on the caller's thread, so the client builds the hot ones with
+`tuple.__new__(Kind, (fields...))`: one tuple built in C, no Python frame (a dataclass's
+`__init__` or a NamedTuple's generated `__new__` made a call after an idle pause — a training
+step — several µs dearer, measured with bench/hooks_sender.py); at `max_size` entries a call
+waits for room (back-pressure). `Waiter` is a caller blocked in `flush()` or `sync()`;
+`FlushWaiters` keeps, on the sender thread, the flushes waiting for their messages to leave the
+outbox.
 """
 
 from __future__ import annotations
@@ -12,18 +16,76 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from trainer_hooks.transport.outbox import Outbox
 
-# The first item of a queue entry:
-#   (STEP, step, metrics dict, time)
-#   (SAMPLES, step, sample_id, group_id, reward, env, metrics, optional columns, time), the
-#       optional columns a tuple in `wire.columns.OPTIONAL_COLUMNS` order
-#   (REWARDS, step, results, sample_id, group_id, env, {column: values}, time)
-#   (CONTROL, message fields)   run.start, ranges, run.end, barrier
-#   (FLUSH, Waiter), (SYNC, Waiter), (STOP,)
-STEP, SAMPLES, REWARDS, CONTROL, FLUSH, SYNC, STOP = range(7)
+
+class StepCall(NamedTuple):
+    """`log_step(step, metrics, time=)`: `metrics` is the caller's dict, copied."""
+
+    step: Any
+    metrics: dict[str, Any]
+    time: Any
+
+
+class SamplesCall(NamedTuple):
+    """`log_samples(...)`: the caller's columns as given (by reference unless `copy_columns`),
+    read and validated on the sender thread. The fields after `metrics` are the optional
+    columns (`wire.protocol.OPTIONAL_COLUMNS`), None when not given."""
+
+    step: Any
+    sample_id: Any
+    group_id: Any
+    reward: Any
+    env: Any
+    metrics: dict[str, Any] | None
+    advantage: Any
+    prompt_tokens: Any
+    completion_tokens: Any
+    off_policy_steps: Any
+    stop_reason: Any
+    discard_reason: Any
+    prompt: Any
+    completion: Any
+    time: Any
+
+
+class RewardsCall(NamedTuple):
+    """`log_rewards(step, results, ...)`: `columns` holds the optional columns given."""
+
+    step: Any
+    results: list[Any]
+    sample_id: Any
+    group_id: Any
+    env: Any
+    columns: dict[str, Any]
+    time: float
+
+
+class ControlCall(NamedTuple):
+    """A message the client sends as it is: run.start, ranges, run.end or barrier."""
+
+    message: dict[str, Any]
+
+
+class FlushCall(NamedTuple):
+    """`flush()`: resolve `waiter` once everything queued before it left the outbox."""
+
+    waiter: Waiter
+
+
+class SyncCall(NamedTuple):
+    """`sync()`: resolve `waiter` once everything queued before it is in the outbox."""
+
+    waiter: Waiter
+
+
+class StopCall(NamedTuple):
+    """`close()`: the sender thread stops after sealing everything queued before it."""
+
+
+Call = StepCall | SamplesCall | RewardsCall | ControlCall | FlushCall | SyncCall | StopCall
 
 
 class CallQueue:
@@ -32,7 +94,7 @@ class CallQueue:
     `room` whenever it leaves fewer than `max_size` entries behind."""
 
     def __init__(self, max_size: int) -> None:
-        self.entries: collections.deque[tuple[Any, ...]] = collections.deque()
+        self.entries: collections.deque[Call] = collections.deque()
         self.max_size = max_size
         self.room = threading.Event()
 
@@ -42,7 +104,7 @@ class CallQueue:
     def has_room(self) -> bool:
         return len(self.entries) < self.max_size
 
-    def take(self, limit: int) -> list[tuple[Any, ...]]:
+    def take(self, limit: int) -> list[Call]:
         """Up to `limit` entries, oldest first (sender thread); wakes the callers waiting for
         room when there is some."""
         entries = self.entries

@@ -29,14 +29,14 @@ from trainer_hooks.transport.bookkeeping import Bookkeeping
 from trainer_hooks.transport.options import SenderOptions
 from trainer_hooks.transport.outbox import Outbox, Outgoing
 from trainer_hooks.transport.queue import (
-    CONTROL,
-    FLUSH,
-    REWARDS,
-    SAMPLES,
-    STEP,
-    STOP,
-    SYNC,
+    Call,
     CallQueue,
+    ControlCall,
+    FlushCall,
+    RewardsCall,
+    SamplesCall,
+    StepCall,
+    SyncCall,
     Waiter,
 )
 from trainer_hooks.transport.resume import ResumeFilter
@@ -122,36 +122,35 @@ class Sealer:
         pumped.written = len(out) if pumped.stored else 0
         return pumped
 
-    def seal_entry(self, entry: tuple[Any, ...], out: list[Outgoing], pumped: Pumped) -> bool:
-        """Handle one queue entry; True for the stop entry."""
-        tag = entry[0]
-        if tag == STEP:
-            self.seal_step(entry, out)
-        elif tag in (SAMPLES, REWARDS):
-            self.add_samples(entry, out)
-        elif tag == CONTROL:
-            self.seal_pending(out)
-            if entry[1]["type"] == "barrier":
+    def seal_entry(self, call: Call, out: list[Outgoing], pumped: Pumped) -> bool:
+        """Handle one queued call; True for `StopCall`."""
+        if isinstance(call, StepCall):
+            self.seal_step(call, out)
+            return False
+        if isinstance(call, (SamplesCall, RewardsCall)):
+            self.add_samples(call, out)
+            return False
+        self.seal_pending(out)
+        if isinstance(call, ControlCall):
+            if call.message["type"] == "barrier":
                 if not self.since_barrier:
                     return False  # nothing sealed since the last one: nothing to wait for
                 self.since_barrier = -1
-            self.seal_message(entry[1], out)
-        else:
-            self.seal_pending(out)
-            if tag == FLUSH:
-                pumped.flushes.append(entry[1])
-            elif tag == SYNC:
-                pumped.syncs.append(entry[1])
-            elif tag == STOP:
-                return True
+            self.seal_message(call.message, out)
+        elif isinstance(call, FlushCall):
+            pumped.flushes.append(call.waiter)
+        elif isinstance(call, SyncCall):
+            pumped.syncs.append(call.waiter)
+        else:  # StopCall
+            return True
         return False
 
     # ---------------------------------------------------------------- steps
 
-    def seal_step(self, entry: tuple[Any, ...], out: list[Outgoing]) -> None:
-        _, step, metrics, t = entry
+    def seal_step(self, call: StepCall, out: list[Outgoing]) -> None:
+        metrics, t = call.metrics, call.time
         try:
-            step = step_number(step)
+            step = step_number(call.step)
         except (TypeError, ValueError) as exc:
             self.invalid("step", f"log_step: {exc}")
             return
@@ -214,19 +213,20 @@ class Sealer:
 
     # ---------------------------------------------------------------- samples
 
-    def add_samples(self, entry: tuple[Any, ...], out: list[Outgoing]) -> None:
-        """A SAMPLES or REWARDS entry → a validated chunk → the batcher (sealing the batches
-        it completes)."""
+    def add_samples(self, call: SamplesCall | RewardsCall, out: list[Outgoing]) -> None:
+        """A `log_samples` or `log_rewards` call → a validated chunk → the batcher (sealing the
+        batches it completes)."""
         problems: list[str] = []
-        step: Any = None
+        step = call.step
         try:
-            if entry[0] == SAMPLES:
-                _, step, sid, gid, reward, env, metrics, optional, t = entry
-                columns = dict(zip(OPTIONAL_COLUMNS, optional, strict=True))
+            if isinstance(call, SamplesCall):
+                reward, metrics = call.reward, call.metrics
+                columns = {name: getattr(call, name) for name in OPTIONAL_COLUMNS}
             else:
-                _, step, results, sid, gid, env, columns, t = entry
-                reward, metrics = results_to_columns(results)
-            chunk = make_chunk(step, sid, gid, reward, env, metrics, columns, t, problems)
+                reward, metrics = results_to_columns(call.results)
+                columns = call.columns
+            chunk = make_chunk(step, call.sample_id, call.group_id, reward, call.env, metrics,
+                               columns, call.time, problems)
         except Exception as exc:  # noqa: BLE001 - any failure converting caller data
             key = str(exc).split(":")[0] if isinstance(exc, SampleError) else type(exc).__name__
             self.invalid(key, f"log_samples: {type(exc).__name__}: {exc}")

@@ -81,7 +81,7 @@ __all__ = [
     "RUN_STATUSES", "SAMPLE_COLUMNS", "STRING_COLUMNS", "TEXT_COLUMNS", "VERSION", "check_text",
     "AnyMessage", "Barrier", "EnvironmentDecl", "Heartbeat", "Message", "ProtocolError",
     "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key", "decode", "decode_frame",
-    "encode", "encode_json", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
+    "encode", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
     "split", "split_key", "step_number", "text_limit", "unpack_text", "utf8_bytes",
     "validate_message", "validate_samples",
 ]
@@ -285,10 +285,6 @@ def encode(message: dict[str, Any], fmt: str, *, pack_text: bool = True) -> byte
         else:
             parts.append(packer.pack(arrays.packable(value)))
     return b"".join(parts)
-
-
-def encode_json(message: dict[str, Any]) -> bytes:
-    return encode(message, "json")
 
 
 def encode_msgpack(message: dict[str, Any]) -> bytes:

@@ -32,8 +32,6 @@ MAX_TEXT_CHARS = 128  # a categorical step value
 # server sets `columns.set_text_limit`). trainer_hooks keeps each sample's text under it.
 DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE = 4 << 20
 
-_CONTROL = {chr(c) for c in range(0x20)} | {"\x7f"}
-
 
 def deceptive(text: str) -> str | None:
     """The one rule for names, keys, labels and ids (docs/protocol.md "Messages"): the first
