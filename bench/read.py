@@ -33,9 +33,9 @@ def setup(data: Path) -> None:
 
 
 def build(steps: int, keys: int, samples_per_step: int) -> int:
-    from ingest.frames import handle_object
-    from ingest.materialize import materialize_all
     from ingest.models import Project, Run
+    from ingest.pipeline.materialize import materialize_all
+    from ingest.write.frames import handle_object
 
     existing = Run.objects.filter(name=f"read-bench-{steps}").first()
     if existing is not None:
@@ -86,8 +86,8 @@ def main() -> None:
     setup(args.data)
     from django.test import Client
 
-    from ingest import reads
     from ingest.models import Run, Series
+    from ingest.reads import catalog as reads
 
     run_id = build(args.steps, args.keys, args.samples)
     run = Run.objects.get(pk=run_id)

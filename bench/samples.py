@@ -206,7 +206,7 @@ def bench_ingest(server: LiveServer, token: str, steps: int, rounds: int) -> Non
 
 def stored_text(data_dir: Path) -> None:
     """What the text of the runs above takes in the database (the embedded SQLite file) against
-    its UTF-8 size, and by format byte (ingest.texts)."""
+    its UTF-8 size, and by format byte (ingest.core.texts)."""
     import sqlite3
 
     with sqlite3.connect(f"file:{data_dir / 'telescope.sqlite3'}?mode=ro", uri=True) as db:

@@ -2,8 +2,9 @@
 
 Points are the materialized per-step values of every series (trainer step keys and the derived
 sample families), stored packed: one block per commit, folded into per-series chunks (see
-ingest.pointstore); reads never touch raw samples. Raw samples are kept per (message, step) as one
-compact columnar blob so a step's aggregates can be recomputed exactly and samples inspected.
+ingest.core.pointstore); reads never touch raw samples. Raw samples are kept per (message,
+step) as one compact columnar blob so a step's aggregates can be recomputed exactly and
+samples inspected.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Token(models.Model):
 class Run(models.Model):
     """A run. `name` is what people see (unique in the project, renamable); `wire_name` is the
     name trainers address it by (the message's `run`): a new experiment under a name that already
-    has data is a new run with the same wire name and a suffixed `name` (see ingest.runs)."""
+    has data is a new run with the same wire name and a suffixed `name` (see ingest.write.runs)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
     name = models.CharField(max_length=200)
@@ -52,18 +53,18 @@ class Run(models.Model):
     step_seconds = models.FloatField(null=True)
     last_step_time = models.FloatField(null=True)
     # The smallest step logged: progress counts steps from it when it is 1 (Hugging Face's
-    # Trainer counts from 1), from 0 otherwise (ingest.progress).
+    # Trainer counts from 1), from 0 otherwise (ingest.core.progress).
     first_step = models.BigIntegerField(null=True)
     # When the run's trainer was last seen alive (epoch s): any message, a heartbeat, or an
     # open ingest connection that carried the run (refreshed while it stays open). A running
-    # run not seen for TELESCOPE_CRASH_SECONDS is shown `crashed` (ingest.progress).
+    # run not seen for TELESCOPE_CRASH_SECONDS is shown `crashed` (ingest.core.progress).
     last_seen = models.FloatField(null=True)
     # An observed range in use widened: every step is re-aggregated at this time (epoch s), at
-    # most once per ingest.renormalize.DELAY_SECONDS however often it widens meanwhile.
+    # most once per ingest.core.renormalize.DELAY_SECONDS however often it widens meanwhile.
     renormalize_at = models.FloatField(null=True)
     # Bumped by every commit that changes points; points carry the seq that last wrote them.
     seq = models.BigIntegerField(default=0)
-    # The point store (ingest.pointstore): chunks hold every point with seq ≤ chunked_seq;
+    # The point store (ingest.core.pointstore): chunks hold every point with seq ≤ chunked_seq;
     # blocks with seq > replay_seq are kept; `uncompacted` points wait in blocks.
     chunked_seq = models.BigIntegerField(default=0, db_default=0)
     replay_seq = models.BigIntegerField(default=0, db_default=0)
@@ -86,7 +87,7 @@ class DeletedRun(models.Model):
 
 
 class HealthProbe(models.Model):
-    """One row `/healthz` writes to prove the database takes writes (ingest.health)."""
+    """One row `/healthz` writes to prove the database takes writes (ingest.write.health)."""
 
     id = models.IntegerField(primary_key=True)
     at = models.FloatField()
@@ -124,7 +125,7 @@ class Environment(models.Model):
 
 class ObservedRange(models.Model):
     """The lowest and highest value a run's kept samples had, per environment ('' = none) and
-    reward / sample metric: the normalization range where none is declared (ingest.normalize).
+    reward / sample metric: the normalization range where none is declared (ingest.core.normalize).
     When it widens, the run's steps are re-aggregated."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="observed_ranges")
@@ -135,7 +136,7 @@ class ObservedRange(models.Model):
     hi = models.FloatField()
     # The range when the run's steps were last normalized by it everywhere (first seen, or the
     # last re-normalization): a widening is significant by its growth since then, so creeps
-    # that add up count (ingest.observed). Null (rows from before 0012): the previous range.
+    # that add up count (ingest.core.observed). Null (rows from before 0012): the previous range.
     base_lo = models.FloatField(null=True)
     base_hi = models.FloatField(null=True)
 
@@ -161,7 +162,7 @@ class Series(models.Model):
     """One chartable series: a trainer step key, or a derived (kind, key, stat, env)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="series")
-    sid = models.CharField(max_length=700)  # the opaque public id, see ingest.series_ids
+    sid = models.CharField(max_length=700)  # the opaque public id, see ingest.core.series_ids
     kind = models.CharField(max_length=16)
     key = models.CharField(max_length=200)
     stat = models.CharField(max_length=48, null=True)
@@ -189,7 +190,7 @@ class SeriesCategory(models.Model):
 
 
 class PointBlock(models.Model):
-    """The points one commit wrote to a run, packed (see ingest.pointstore): int64 series pks,
+    """The points one commit wrote to a run, packed (see ingest.core.pointstore): int64 series pks,
     int64 steps, float64 times, float64 values (NaN: withdrawn), little-endian, n of each."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
@@ -228,7 +229,7 @@ class StepState(models.Model):
     # A batch arrival sets dirty and bumps version; the materializer clears dirty only if the
     # version it computed from is still current.
     dirty = models.BooleanField(default=False)
-    # Dirty only because an observed range widened (ingest.renormalize): the step's samples are
+    # Dirty only because an observed range widened (ingest.core.renormalize): the step's samples are
     # unchanged, so only its normalized family is recomputed (and rewritten where it changed).
     norm_only = models.BooleanField(default=False, db_default=False)
     version = models.BigIntegerField(default=0)
@@ -250,7 +251,7 @@ class StepState(models.Model):
 
 
 class SampleBatch(models.Model):
-    """The samples of one message for one step, columnar (see ingest.columns)."""
+    """The samples of one message for one step, columnar (see ingest.core.columns)."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
     step = models.BigIntegerField()
@@ -264,7 +265,7 @@ class SampleBatch(models.Model):
 
 class SampleText(models.Model):
     """The `prompt` and `completion` texts of one message's samples of one step, in the order
-    of its SampleBatch (see ingest.texts). Kept apart from the numeric columns so aggregation
+    of its SampleBatch (see ingest.core.texts). Kept apart from the numeric columns so aggregation
     and series reads never load text. Packed and compressed in bulk (one blob per row) in the
     message's transaction. No database constraint on `run`: rows are removed with the run's
     other data."""

@@ -13,11 +13,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET, require_http_methods
 
-from ingest import distribution as dist
-from ingest import health, housekeeping, reads
-from ingest.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
+from ingest.core.payloads import run_info
 from ingest.models import Run
-from ingest.payloads import run_info
+from ingest.reads import catalog as reads
+from ingest.reads import distribution as dist
+from ingest.reads.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
+from ingest.write import health, housekeeping
 
 
 def json_response(data: Any, status: int = 200) -> HttpResponse:
@@ -96,7 +97,7 @@ def series(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def distribution(request: HttpRequest, run_id: int) -> HttpResponse:
     """Counts per (step bucket, value bin) of the reward, a sample metric or completion
-    tokens, from the run's raw samples (ingest.distribution)."""
+    tokens, from the run's raw samples (ingest.reads.distribution)."""
     try:
         kind, key = dist.check(request.GET.get("kind"), request.GET.get("key"))
         bins = _int_param(request, "bins")
@@ -117,8 +118,8 @@ def distribution(request: HttpRequest, run_id: int) -> HttpResponse:
 def healthz(request: HttpRequest) -> HttpResponse:
     """For load balancers and compose: the database, the channel layer and the aggregation
     backlog. 200 when the database can be read and written (a probe write, and this process's
-    last ingest write did not fail: ingest.health) and the channel layer answers, else 503 with
-    the reason."""
+    last ingest write did not fail: ingest.write.health) and the channel layer answers, else
+    503 with the reason."""
     checks: dict[str, Any] = {}
     try:
         checks["backlog_steps"] = reads.total_pending_steps()

@@ -17,7 +17,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from ingest.consumers import IngestConsumer  # noqa: E402
+from ingest.write.consumers import IngestConsumer  # noqa: E402
 from telescope_ui.assets import static_app  # noqa: E402
 from telescope_ui.live import LiveConsumer  # noqa: E402
 from telescope_ui.origin import SameOriginValidator  # noqa: E402

@@ -32,10 +32,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from ingest.broadcast import group_name
-from ingest.housekeeping import deleted_info
+from ingest.core.broadcast import group_name
 from ingest.models import Run
-from ingest.reads import changes_since, pending_steps, run_seqs
+from ingest.reads.catalog import changes_since, pending_steps, run_seqs
+from ingest.write.housekeeping import deleted_info
 from telescope_ui.access import may_read, scope_client
 
 CLOSE_FORBIDDEN = 4403
@@ -62,7 +62,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         await self.accept()  # pages only subscribe, replay and forward: aggregation is the
-        # pipeline's (ingest.materialize), never driven from here
+        # pipeline's (ingest.pipeline.materialize), never driven from here
 
     async def disconnect(self, code: int) -> None:
         for run_id in list(self.last_seq):

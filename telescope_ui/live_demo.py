@@ -4,7 +4,7 @@ the product move. It stops when the server stops.
 
     python -m telescope_ui.live_demo --url http://127.0.0.1:8000 --watch-pid PID
 
-- Data: ingest.demo's synthetic GRPO steps and samples (the shape `manage.py demo` loads),
+- Data: ingest.write.demo's synthetic GRPO steps and samples (the shape `manage.py demo` loads),
   logged with a real `connect()` client (log_step / log_samples) at wall-clock time.
 - One run, `grpo-live` in project `demo`. A restart resumes it where it stopped (`resume=True`,
   from its last step); one that reached `total_steps` ends `finished`, stays a while, and is then
@@ -78,7 +78,7 @@ def wait_for_server(url: str, watch: Watch) -> None:
 def demo_token(project: str, data_dir: Path) -> str:
     """The demo project's ingest token, kept in the data directory (created when missing or
     no longer valid)."""
-    from ingest.auth import create_token, project_for_token
+    from ingest.write.auth import create_token, project_for_token
 
     path = data_dir / "live-demo-token"
     if path.exists():
@@ -94,8 +94,8 @@ def demo_token(project: str, data_dir: Path) -> str:
 def resume_point(project: str, run: str) -> int | None:
     """The step to continue from when the previous live run stopped part-way (0 when it has no
     step yet); None to start afresh, after deleting a previous run that had ended."""
-    from ingest import housekeeping
     from ingest.models import Run
+    from ingest.write import housekeeping
 
     found = (Run.objects.filter(project__name=project, wire_name=run).order_by("-pk")
              .values_list("pk", "status", "last_step").first())
@@ -112,7 +112,7 @@ def demo_steps(run: str, total: int, start: int) -> Iterator[tuple[int, dict[str
                                                                    list[dict[str, Any]]]]:
     """(step, metrics, samples messages) from `start` on; the same values for a step whatever
     the start (the generator is seeded and replayed from step 0)."""
-    from ingest.demo import demo_messages
+    from ingest.write.demo import demo_messages
 
     step: tuple[int, dict[str, Any], list[dict[str, Any]]] | None = None
     for msg in demo_messages(run, total, start=0.0):
@@ -136,7 +136,7 @@ def stream_one(url: str, token: str, args: argparse.Namespace, watch: Watch,
     """One simulated job from where the previous one stopped to `total_steps`, then `finished`."""
     from django.db import connections
 
-    from ingest.demo import ENVIRONMENTS
+    from ingest.write.demo import ENVIRONMENTS
     from trainer_hooks import connect
 
     start = resume_point(args.project, args.run)

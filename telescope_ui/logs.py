@@ -2,7 +2,7 @@
 
 `RedisOutage`: while the channel layer's Redis is unreachable, channels_redis logs a traceback
 every second (its receive loop retries) and another for every page that leaves. Ingest does not
-depend on Redis (the database is the source of truth, ingest.broadcast) and pages fall back to
+depend on Redis (the database is the source of truth, ingest.core.broadcast) and pages fall back to
 reading the database (telescope_ui.live): one line every EVERY seconds says so instead.
 """
 

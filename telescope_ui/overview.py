@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
-from ingest import reads
+from ingest.reads import catalog as reads
 from telescope_ui.pages import find_run, run_missing
 
 

@@ -18,9 +18,9 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
-from ingest import reads
+from ingest.core.payloads import now
 from ingest.models import DeletedRun, Run
-from ingest.payloads import now
+from ingest.reads import catalog as reads
 from telescope_ui.api import json_response
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 

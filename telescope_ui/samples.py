@@ -1,11 +1,11 @@
 """The sample viewer (`/runs/<id>/samples?step=S`) and its read API (`GET /api/runs/<id>/samples`,
 docs/protocol.md "Read API: samples").
 
-One step's stored samples: every batch of the step (ingest.columns) concatenated, filtered
+One step's stored samples: every batch of the step (ingest.core.columns) concatenated, filtered
 (environment, kept or discarded, reward range), ordered by group then reward (highest first,
-null last, then sample id), paged; the text of the page's samples (ingest.texts) only when asked
-for. Beside them the ranges each environment's reward and sample metrics are coloured by
-(declared, else observed: ingest.normalize.bound) and the neighbouring steps that have samples,
+null last, then sample id), paged; the text of the page's samples (ingest.core.texts) only when
+asked for. Beside them the ranges each environment's reward and sample metrics are coloured by
+(declared, else observed: ingest.core.normalize.bound) and the neighbouring steps that have samples,
 for the viewer's slider and keys.
 """
 
@@ -23,12 +23,13 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from ingest import columns, reads, texts
+from ingest.core import columns, texts
+from ingest.core.normalize import bound
+from ingest.core.observed import observed_ranges
+from ingest.core.payloads import run_info
+from ingest.core.ranges import EnvRanges, env_ranges
 from ingest.models import Run
-from ingest.normalize import bound
-from ingest.observed import observed_ranges
-from ingest.payloads import run_info
-from ingest.ranges import EnvRanges, env_ranges
+from ingest.reads import catalog as reads
 from telescope_ui.api import json_response
 from telescope_ui.pages import SAMPLES_MODULES, find_run, run_missing
 

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     from daphne.server import Server
     from django.conf import settings
 
-    from ingest.materialize import sweep_forever
+    from ingest.pipeline.materialize import sweep_forever
     from telescope_ui.asgi import application
 
     def ready() -> None:  # the reactor's asyncio loop is set, not yet running

@@ -210,7 +210,7 @@ TELESCOPE_TRUSTED_PROXIES = envnetworks("TELESCOPE_TRUSTED_PROXIES")
 # A running run whose live trainer has sent no data for this long is shown as idle.
 TELESCOPE_IDLE_SECONDS = envint("TELESCOPE_IDLE_SECONDS", 600)
 # A running run not alive for this long (no ingest connection of its trainer open, no message,
-# no heartbeat) is shown as crashed (ingest.progress).
+# no heartbeat) is shown as crashed (ingest.core.progress).
 TELESCOPE_CRASH_SECONDS = envint("TELESCOPE_CRASH_SECONDS", 120)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -224,13 +224,13 @@ TELESCOPE_MAX_MESSAGE_BYTES = envint("TELESCOPE_MAX_MESSAGE_BYTES", 8 * 1024 * 1
 DATA_UPLOAD_MAX_MEMORY_SIZE = TELESCOPE_MAX_MESSAGE_BYTES + 1
 TELESCOPE_MAX_MESSAGES_PER_SECOND = envint("TELESCOPE_MAX_MESSAGES_PER_SECOND", 2000)
 TELESCOPE_RATE_BURST = envint("TELESCOPE_RATE_BURST", 4000)
-# Per token, across its connections and HTTP requests (ingest.admission): the rate of frames /
+# Per token, across its connections and HTTP requests (ingest.write.admission): the rate of frames /
 # bodies, and the bytes received but not yet applied the server holds for it at most.
 TELESCOPE_TOKEN_MESSAGES_PER_SECOND = envint("TELESCOPE_TOKEN_MESSAGES_PER_SECOND", 8000)
 TELESCOPE_TOKEN_RATE_BURST = envint("TELESCOPE_TOKEN_RATE_BURST", 16000)
 TELESCOPE_TOKEN_BACKLOG_BYTES = envint("TELESCOPE_TOKEN_BACKLOG_BYTES", 64 << 20)
 TELESCOPE_LIVE_INTERVAL_MS = envint("TELESCOPE_LIVE_INTERVAL_MS", 100)
-# Sample text (`prompt`, `completion`; ingest.texts), in UTF-8 bytes. Per samples message: more
+# Sample text (`prompt`, `completion`; ingest.core.texts), in UTF-8 bytes. Per samples message: more
 # is refused with an error naming the field. Per run: once a run holds this much, the text of
 # further messages is left out (their samples are stored, the ack names the fields); 0 = none.
 TELESCOPE_MAX_TEXT_BYTES_PER_MESSAGE = envint("TELESCOPE_MAX_TEXT_BYTES_PER_MESSAGE", 4 << 20)

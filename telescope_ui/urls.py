@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from ingest import views as ingest_views
+from ingest.write import views as ingest_views
 from telescope_ui import api, layouts, overview, pages, samples
 
 # An unknown URL, or a run that is not there: a page in the site's style, JSON under /api/.

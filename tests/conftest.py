@@ -103,9 +103,10 @@ def _fresh_process_caches() -> None:
     """Each test starts with empty per-process caches keyed by database ids (series pks,
     categorical kinds and codes, series arrays): a flushed test database may hand the same ids
     to other rows."""
-    from ingest import categorical, reads, store
+    from ingest.core import categorical, commit
+    from ingest.reads import catalog as reads
 
-    store._SERIES_PKS.clear()
+    commit._SERIES_PKS.clear()
     categorical._KINDS.clear()
     categorical._CODES.clear()
     reads.CACHE = reads.SeriesCache()
@@ -119,8 +120,8 @@ def _materializer_leaves_no_connection(django_db_setup: None,
     yield
     from django.db import connections
 
-    from ingest.admission import ingest_executor
-    from ingest.materialize import MATERIALIZER
+    from ingest.pipeline.materialize import MATERIALIZER
+    from ingest.write.admission import ingest_executor
 
     with django_db_blocker.unblock():
         for executor in (MATERIALIZER.executor, MATERIALIZER.ahead, ingest_executor()):

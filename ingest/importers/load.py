@@ -1,4 +1,4 @@
-"""Send a `SourceRun` through the real ingest path (`ingest.frames.handle_objects`).
+"""Send a `SourceRun` through the real ingest path (`ingest.write.frames.handle_objects`).
 
 Idempotent: the run's incarnation is derived from the source run (`identity`) and the Telescope
 run name, so importing the same run again reaches the same Telescope run; every message id
@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from ingest.frames import handle_objects
 from ingest.importers.source import Row, SourceRun, json_config, parts
+from ingest.write.frames import handle_objects
 
 BATCH = 500  # messages per transaction (handle_objects takes at most 1000)
 

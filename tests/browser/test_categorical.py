@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import ARTIFACTS, step, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import step, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 from tests.browser.test_normalize import REWARDS, post_run
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 ENTROPY, LOSS = series_id("step", "entropy"), series_id("step", "loss")
 TIMING = series_id("step", "timing_step_total")
 MEAN = series_id("reward", "reward", "mean", None)
-DIM = 0.15  # static/js/charts/legend.js
+DIM = 0.15  # static/js/legend.js
 
 
 def card(pg, sid: str):

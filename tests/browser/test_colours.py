@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import step, trace, wait_chart
 
 pytestmark = pytest.mark.browser

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import ARTIFACTS, step, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 from tests.browser.test_normalize import REWARDS, post_run
@@ -118,7 +118,7 @@ def test_data_quality_is_collapsed_and_flags_a_non_zero_counter(page, dashboard)
 
 
 def test_the_demo_run_fits_in_sixty_charts(page, dashboard):
-    from ingest.demo import demo_messages
+    from ingest.write.demo import demo_messages
 
     messages = list(demo_messages("demo60", 200))
     for i in range(0, len(messages), 100):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import Dashboard, step
 
 SID = series_id("step", "loss")

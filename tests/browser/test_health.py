@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import step, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 

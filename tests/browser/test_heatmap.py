@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from ingest.demo import demo_messages
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
+from ingest.write.demo import demo_messages
 from tests.browser.conftest import ARTIFACTS, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import ARTIFACTS, chart_data, step, trace, wait_chart
 
 pytestmark = pytest.mark.browser
@@ -26,7 +26,7 @@ QUALITY = {"null_count", "gini_excluded", "outside_count", "canceled"}
 
 
 def family(e: dict) -> tuple:
-    """The chart an entry is drawn in (static/js/charts/compose.js familyKey): one per metric."""
+    """The chart an entry is drawn in (static/js/compose.js familyKey): one per metric."""
     base = (e["kind"], e["key"], e["group"])
     if e["kind"] == "step":
         return (*base, e["id"])
@@ -338,7 +338,7 @@ def test_empty_run_shows_how_to_send_metrics(page, dashboard):
 
 
 def test_screenshots_of_the_main_pages(browser, dashboard):
-    from ingest.demo import demo_messages
+    from ingest.write.demo import demo_messages
 
     messages = list(demo_messages("grpo-demo", 120))
     for i in range(0, len(messages), 100):

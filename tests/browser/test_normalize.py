@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import ARTIFACTS, step, trace, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 

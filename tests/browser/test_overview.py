@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import ARTIFACTS, Dashboard, step, wait_chart
 
 pytestmark = pytest.mark.browser
@@ -189,7 +189,7 @@ def test_a_run_deleted_elsewhere_says_so_on_its_open_overview(page, dashboard):
 
 
 def test_screenshots_of_the_overview(browser, dashboard):
-    from ingest.demo import demo_messages
+    from ingest.write.demo import demo_messages
 
     messages = list(demo_messages("grpo-demo", 60))
     messages[0] = {**messages[0], "total_steps": 150}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.materialize import STEPS_PER_PASS
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
+from ingest.pipeline.materialize import STEPS_PER_PASS
 from tests.browser.conftest import wait_chart
 from tests.browser.test_metrics_page import open_metrics
 from trainer_hooks.wire.protocol import MAX_STEPS_PER_MESSAGE

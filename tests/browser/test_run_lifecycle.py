@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from devtools.live_server import running
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import Dashboard, step, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 from tests.browser.test_overview import api_write

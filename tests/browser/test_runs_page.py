@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.browser.conftest import ARTIFACTS, Dashboard, step, wait_chart
 from tests.browser.test_overview import api_write
 

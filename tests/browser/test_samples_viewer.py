@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ingest.demo import demo_messages
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
+from ingest.write.demo import demo_messages
 from tests.browser.conftest import ARTIFACTS, wait_chart
 from tests.browser.test_metrics_page import open_metrics
 
@@ -54,8 +54,8 @@ def test_a_click_on_a_reward_chart_point_opens_that_step(page, dashboard):
     run_id = open_metrics(page, dashboard, "demo")
     page.locator(f"[data-series-id='{MEAN}']").scroll_into_view_if_needed()
     wait_chart(page, MEAN)
-    # charts/features.js registers the add-on; importing it (again: the page's hashed URL, so the
-    # same module) attaches it to drawn charts too.
+    # features.js registers the add-on; importing it (again: the page's hashed URL, so the same
+    # module) attaches it to drawn charts too.
     page.evaluate("() => import(document.querySelector("
                   "'link[rel=modulepreload][href*=\"/samplelink.\"]').href)")
     page.wait_for_function(

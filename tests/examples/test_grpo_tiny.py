@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from devtools.live_server import LiveServer
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "grpo_tiny.py"
 STEPS, PROMPTS, GROUP = 8, 8, 4

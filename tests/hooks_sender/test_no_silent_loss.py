@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from devtools.live_server import LiveServer, ServerState, free_port
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.hooks_sender.test_sender_live import get, run_id, series, stored_samples
 from trainer_hooks import connect
 from trainer_hooks.transport.client import Client

@@ -13,7 +13,7 @@ import pytest
 from websockets.sync.client import connect as ws_connect
 
 from devtools.live_server import LiveServer, ServerState
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.hooks_sender.test_sender_live import get, run_id, series
 
 STEPS, PER_ENV = 300, 8

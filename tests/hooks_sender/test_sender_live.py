@@ -22,7 +22,7 @@ import msgpack
 import pytest
 
 from devtools.live_server import LiveServer, ServerState
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.hooks_sender import trainer_proc
 from trainer_hooks import connect
 from trainer_hooks.rewards import RewardResult, tool_metrics
@@ -72,7 +72,7 @@ def stored_samples(state: ServerState, run: str) -> dict[str, int]:
     script = (
         "import json, collections\n"
         "from ingest.models import SampleBatch\n"
-        "from ingest.columns import decode_batch\n"
+        "from ingest.core.columns import decode_batch\n"
         "seen = collections.Counter()\n"
         f"for b in SampleBatch.objects.filter(run__name={run!r}).iterator():\n"
         "    d = decode_batch(b.data)\n"

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from devtools.live_server import LiveServer, ServerState, free_port
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.hooks_sender.test_sender_live import get, settled, stored_samples
 from trainer_hooks import connect
 from trainer_hooks.transport.outbox import open_slot, try_lock

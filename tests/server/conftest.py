@@ -8,8 +8,8 @@ import orjson
 import pytest
 from channels.testing import WebsocketCommunicator
 
-from ingest.auth import create_token
-from ingest.materialize import MATERIALIZER
+from ingest.pipeline.materialize import MATERIALIZER
+from ingest.write.auth import create_token
 from telescope_ui.asgi import application
 
 

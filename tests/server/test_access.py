@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ingest.auth import create_token
+from ingest.write.auth import create_token
 from telescope_ui.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""Limits that hold (ingest.admission): a connection that pipelines frames past its backlog
+"""Limits that hold (ingest.write.admission): a connection that pipelines frames past its backlog
 bound is closed with 4429 instead of being read into memory; a token's budget is shared by all
 its connections and its HTTP requests, and another token is untouched by it; the ingest writer
 takes jobs in turns by token."""
@@ -13,8 +13,8 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
-from ingest import admission
-from ingest.auth import create_token
+from ingest.write import admission
+from ingest.write.auth import create_token
 from tests.server.conftest import ingest_communicator, settled, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""Consecutive step messages of a batch written as one (ingest.bulk) give exactly what the
+"""Consecutive step messages of a batch written as one (ingest.write.bulk) give exactly what the
 message-by-message path gives: the same replies, the same stored points."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ingest import bulk
-from ingest.frames import handle_objects
 from ingest.models import PointBlock, Project
+from ingest.write import bulk
+from ingest.write.frames import handle_objects
 from tests.support.points import point_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

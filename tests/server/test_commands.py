@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from ingest.auth import digest, project_for_token
 from ingest.models import Environment, Project, Run, Token
+from ingest.write.auth import digest, project_for_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,10 +16,10 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
-from ingest import housekeeping
-from ingest.frames import handle_object
+from ingest.core.payloads import now
 from ingest.models import DeletedRun, Project, Run
-from ingest.payloads import now
+from ingest.write import housekeeping
+from ingest.write.frames import handle_object
 from tests.server.conftest import Page, Trainer, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.columns import decode_batch
-from ingest.demo import ENVIRONMENTS, demo_messages
-from ingest.frames import handle_object
-from ingest.materialize import materialize_all
+from ingest.core.columns import decode_batch
 from ingest.models import Project, SampleBatch
+from ingest.pipeline.materialize import materialize_all
+from ingest.write.demo import ENVIRONMENTS, demo_messages
+from ingest.write.frames import handle_object
 from tests.support.points import point_rows, values
 
 pytestmark = pytest.mark.django_db(transaction=True)

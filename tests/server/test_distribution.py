@@ -1,4 +1,4 @@
-"""Distribution over time (GET /api/runs/<id>/distribution, ingest.distribution): counts per
+"""Distribution over time (GET /api/runs/<id>/distribution, ingest.reads.distribution): counts per
 (step bucket, value bin) from the raw samples, equal to a float64 loop over what was sent —
 kept samples, finite values, each environment or all, whatever the chunking of the read."""
 
@@ -12,10 +12,10 @@ import orjson
 import pytest
 from django.test import Client
 
-from ingest import distribution as dist
-from ingest.frames import handle_object
-from ingest.materialize import materialize_all
 from ingest.models import Project, Run
+from ingest.pipeline.materialize import materialize_all
+from ingest.reads import distribution as dist
+from ingest.write.frames import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,9 +11,9 @@ import orjson
 import pytest
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ingest import consumers
-from ingest.frames import handle_frames
 from ingest.models import Project
+from ingest.write import consumers
+from ingest.write.frames import handle_frames
 from tests.server.conftest import ingest_communicator, samples_msg, settled, step_msg
 from tests.support.points import point_rows, values
 

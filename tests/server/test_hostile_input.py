@@ -12,8 +12,8 @@ import orjson
 import pytest
 from django.test import Client
 
-from ingest.auth import create_token
 from ingest.models import Environment, Run, SampleBatch
+from ingest.write.auth import create_token
 from tests.server.conftest import Page, Trainer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,8 +87,8 @@ def test_a_value_the_database_refuses_is_answered_without_the_sql(
     reason, the next ones quote the statement; the client gets the reason alone."""
     from django.db import DataError
 
-    from ingest import frames
     from ingest.models import Project
+    from ingest.write import frames
 
     def refuse(*args: Any) -> None:
         raise DataError("unsupported Unicode escape sequence\nLINE 1: ...INTO \"ingest_run\" "

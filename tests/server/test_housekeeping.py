@@ -14,10 +14,10 @@ from channels.db import database_sync_to_async
 from django.db import connection
 from django.test import Client
 
-from ingest import pointstore
-from ingest.frames import handle_object
-from ingest.materialize import materialize_all
+from ingest.core import pointstore
 from ingest.models import Project, Run
+from ingest.pipeline.materialize import materialize_all
+from ingest.write.frames import handle_object
 from tests.server.conftest import Page, Trainer, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

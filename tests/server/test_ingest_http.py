@@ -9,8 +9,8 @@ import pytest
 import zstandard
 from django.test import Client
 
-from ingest import reads
 from ingest.models import Run
+from ingest.reads import catalog as reads
 from tests.server.conftest import samples_msg, step_msg
 from tests.support.points import point_rows, values
 from trainer_hooks.wire.protocol import encode_msgpack

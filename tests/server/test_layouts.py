@@ -12,8 +12,8 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from ingest.frames import handle_object
 from ingest.models import Project, Run
+from ingest.write.frames import handle_object
 from telescope_ui.layouts import MAX_PLOTS, MAX_SERIES, MAX_TEMPLATES, clean_layout
 from telescope_ui.models import Layout
 

@@ -9,9 +9,9 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from ingest import reads
+from ingest.core.series_ids import series_id
 from ingest.models import Run
-from ingest.series_ids import series_id
+from ingest.reads import catalog as reads
 from telescope_ui.asgi import application
 from tests.server.conftest import Page, Trainer, step_msg
 
@@ -82,7 +82,7 @@ async def test_a_lost_broadcast_is_filled_from_the_database(trainer: Trainer, pa
     await page.send(type="subscribe", run=run_id, after_seq=seq)
     await page.recv_delta()
     # Commit one step without broadcasting it (as if the pub/sub message were dropped) ...
-    from ingest.frames import handle_object
+    from ingest.write.frames import handle_object
     project = await database_sync_to_async(lambda: Run.objects.get(pk=run_id).project_id)()
     await database_sync_to_async(handle_object)(project, step_msg(1, {"loss": 2.0}))
     # ... then a later commit's broadcast reveals the gap.

@@ -8,8 +8,8 @@ import orjson
 import pytest
 from django.test import Client
 
-from ingest.auth import create_token
 from ingest.models import Run
+from ingest.write.auth import create_token
 from tests.server.conftest import Trainer, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

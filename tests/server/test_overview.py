@@ -1,5 +1,5 @@
 """The run overview page (`/runs/<id>`) and what it shows of a run: statuses (idle after a
-quiet spell, with a short idle setting), progress and ETA arithmetic (ingest/progress.py), and
+quiet spell, with a short idle setting), progress and ETA arithmetic (ingest/core/progress.py), and
 the demo command leaving its run finished."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from ingest import progress
-from ingest.frames import handle_object
+from ingest.core import progress
 from ingest.models import Project, Run
+from ingest.write.frames import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

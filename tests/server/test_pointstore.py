@@ -14,11 +14,11 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import pointstore
+from ingest.core import pointstore
+from ingest.core.commit import PointWriter
+from ingest.core.pointstore import Block
 from ingest.models import PointBlock, Project, Run, Series, SeriesChunk
-from ingest.pointstore import Block
-from ingest.reads import SeriesCache
-from ingest.store import PointWriter
+from ingest.reads.catalog import SeriesCache
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

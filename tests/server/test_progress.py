@@ -14,11 +14,12 @@ from channels.db import database_sync_to_async
 from django.core.management import call_command
 from django.test import Client
 
-from ingest import materialize, reads
-from ingest.materialize import materialize_all
+from ingest.core.series_ids import series_id
 from ingest.models import Run
-from ingest.series_ids import series_id
-from ingest.store import replace_environments
+from ingest.pipeline import materialize
+from ingest.pipeline.materialize import materialize_all
+from ingest.reads import catalog as reads
+from ingest.write.store import replace_environments
 from tests.server.conftest import Page, Trainer, samples_msg, settled
 from trainer_hooks.wire.protocol import EnvironmentDecl
 

@@ -9,11 +9,11 @@ import orjson
 import pytest
 from django.test import Client
 
-from ingest import reads
-from ingest.frames import handle_object
-from ingest.materialize import materialize_all
+from ingest.core.series_ids import parse_series_id, series_id
 from ingest.models import Project
-from ingest.series_ids import parse_series_id, series_id
+from ingest.pipeline.materialize import materialize_all
+from ingest.reads import catalog as reads
+from ingest.write.frames import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

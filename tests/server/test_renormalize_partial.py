@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingest import aggregate, materialize, reads, renormalize
-from ingest.frames import handle_object
+from ingest.core import renormalize
+from ingest.core.series_ids import series_id
 from ingest.models import Project, Run, StepState
-from ingest.series_ids import series_id
+from ingest.pipeline import aggregate, materialize
+from ingest.reads import catalog as reads
+from ingest.write.frames import handle_object
 from tests.server.conftest import samples_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

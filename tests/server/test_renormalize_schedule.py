@@ -1,4 +1,4 @@
-"""A widened observed range re-normalizes earlier steps on a schedule (ingest.renormalize): at
+"""A widened observed range re-normalizes earlier steps on a schedule (ingest.core.renormalize): at
 most once per delay while ranges keep widening, at once for a barrier — never on every batch."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from ingest import reads, renormalize
+from ingest.core import renormalize
+from ingest.core.series_ids import series_id
 from ingest.models import Run
-from ingest.series_ids import series_id
+from ingest.reads import catalog as reads
 from tests.server.conftest import Trainer, samples_msg, settled
 
 pytestmark = pytest.mark.django_db(transaction=True)

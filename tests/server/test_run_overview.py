@@ -10,9 +10,9 @@ import orjson
 import pytest
 from django.test import Client
 
-from ingest.frames import handle_object
+from ingest.core.progress import ALPHA
 from ingest.models import PointBlock, Project, Run, SampleBatch, Series, SeriesChunk
-from ingest.progress import ALPHA
+from ingest.write.frames import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""Which run a message reaches (ingest.runs), batch frames and the barrier, over the WebSocket
+"""Which run a message reaches (ingest.write.runs), batch frames and the barrier, over the WebSocket
 consumer of the full ASGI application."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The samples read API (GET /api/runs/<id>/samples, docs/protocol.md) and sample text on the wire
-(prompt and completion): every stored column of a step's samples, ordered by group then
-reward, filtered by environment, kept / discarded and reward range, paged; `prompt` and `completion` stored
+(prompt and completion): every stored column of a step's samples, ordered by group then reward, filtered by
+environment, kept / discarded and reward range, paged; `prompt` and `completion` stored
 compressed apart from the numeric columns and returned only with `text=1`; the per-message and
 per-run text limits; errors naming the field. Runs on SQLite and, with DATABASE_URL, PostgreSQL.
 """
@@ -14,12 +14,13 @@ import msgpack
 import pytest
 from django.test import Client, override_settings
 
-from ingest import housekeeping, texts
-from ingest.frames import handle_object
-from ingest.materialize import materialize_all
+from ingest.core import texts
+from ingest.core.series_ids import series_id
 from ingest.models import Project, Run, SampleBatch, SampleText, SampleTextUsage
-from ingest.reads import series
-from ingest.series_ids import series_id
+from ingest.pipeline.materialize import materialize_all
+from ingest.reads.catalog import series
+from ingest.write import housekeeping
+from ingest.write.frames import handle_object
 from tests.server.conftest import Trainer
 from trainer_hooks.wire import protocol as p
 

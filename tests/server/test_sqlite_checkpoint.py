@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from ingest.frames import handle_object
-from ingest.materialize import checkpoint
 from ingest.models import Project
+from ingest.pipeline.materialize import checkpoint
+from ingest.write.frames import handle_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
-from ingest.series_ids import series_id
+from ingest.core.series_ids import series_id
 from tests.server.conftest import Page, Trainer, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import pointstore
-from ingest.frames import handle_object
-from ingest.materialize import materialize_all
+from ingest.core import pointstore
 from ingest.models import Project, Run, Series
+from ingest.pipeline.materialize import materialize_all
+from ingest.write.frames import handle_object
 from tests.support.points import point_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)

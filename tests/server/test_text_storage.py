@@ -1,4 +1,4 @@
-"""Sample text blobs (ingest.texts): the packed payload written as zstd (a large text
+"""Sample text blobs (ingest.core.texts): the packed payload written as zstd (a large text
 in pieces compressed at once, one frame each), or uncompressed when the text does not shrink,
 in the message's transaction; rows of every earlier format (zlib-packed, as migration 0010 and
 the code after it wrote them, and the msgpack rows before it) still read, next to new ones,
@@ -21,9 +21,9 @@ import zstandard
 from django.db import connection
 from django.test import Client
 
-from ingest import texts
-from ingest.frames import handle_object
+from ingest.core import texts
 from ingest.models import Project, Run, SampleBatch, SampleText
+from ingest.write.frames import handle_object
 
 UNICODE = ["Ünïcode ✓", "emoji 😀🎉 and 𝔘", "", "e\u0301 combining", "中文 текст", "\x00nul\ttab\n"]
 PROMPTS: list[str | None] = [*UNICODE, None, "shared", "shared", "lone \ud800 surrogate"]

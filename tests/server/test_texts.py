@@ -1,4 +1,4 @@
-"""Sample text storage (ingest.texts): one packed, compressed row per (message, step) — the
+"""Sample text storage (ingest.core.texts): one packed, compressed row per (message, step) — the
 step's distinct strings concatenated, their lengths and each sample's index — read back exactly
 (unicode, empty and missing texts, a prompt shared by a group stored once), counted per sample
 against the limits, and migration 0010 converting rows of the earlier msgpack format.
@@ -19,9 +19,9 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client, override_settings
 
-from ingest import texts
-from ingest.frames import handle_object, handle_objects
+from ingest.core import texts
 from ingest.models import Project, Run, SampleBatch, SampleText
+from ingest.write.frames import handle_object, handle_objects
 from trainer_hooks.wire import protocol as p
 from trainer_hooks.wire.texts import TEXT
 

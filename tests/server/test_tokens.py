@@ -18,8 +18,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from devtools.live_server import ROOT
-from ingest.auth import REVOCATION_CHECK_SECONDS, create_token, digest
 from ingest.models import Project, Token
+from ingest.write.auth import REVOCATION_CHECK_SECONDS, create_token, digest
 from tests.server.conftest import Trainer, ingest_communicator, settled, step_msg
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from ingest.auth import create_token
 from ingest.models import Run
+from ingest.write.auth import create_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REMOTE = {"REMOTE_ADDR": "10.1.2.3"}

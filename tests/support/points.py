@@ -1,4 +1,4 @@
-"""Stored points as rows, for assertions: read through the point store (ingest.pointstore), so
+"""Stored points as rows, for assertions: read through the point store (ingest.core.pointstore), so
 tests see what readers see (the last write of each step; withdrawn points absent)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ingest import pointstore
+from ingest.core import pointstore
 from ingest.models import Run, Series
 
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.aggregate import aggregate_step, group_gini
-from ingest.gini import sort_within_groups
-from ingest.ranges import EnvRanges, MetricRange
-from ingest.samples import CANCELED, KEPT, MAX_ASYNC, ZERO_ADVANTAGE, StepSamples
+from ingest.core.ranges import EnvRanges, MetricRange
+from ingest.core.samples import CANCELED, KEPT, MAX_ASYNC, ZERO_ADVANTAGE, StepSamples
+from ingest.pipeline.aggregate import aggregate_step, group_gini
+from ingest.pipeline.gini import sort_within_groups
 
 NAN = float("nan")
 

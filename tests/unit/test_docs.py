@@ -95,7 +95,7 @@ def close_codes(module: ModuleType) -> dict[str, int]:
 
 
 def test_every_close_code(protocol: str) -> None:
-    from ingest import consumers
+    from ingest.write import consumers
     from telescope_ui import live
 
     codes = close_codes(consumers) | close_codes(live)

@@ -1,5 +1,5 @@
-"""Aggregating many steps in one pass (ingest.aggregate.aggregate_steps, ingest.columns
-.assemble_steps) gives, step for step, what aggregating each step alone gives."""
+"""Aggregating many steps in one pass (ingest.pipeline.aggregate.aggregate_steps,
+ingest.core.columns.assemble_steps) gives, step for step, what aggregating each step alone gives."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import columns
-from ingest.aggregate import aggregate_step, aggregate_steps
-from ingest.normalize import Observed
-from ingest.samples import StepSamples
+from ingest.core import columns
+from ingest.core.normalize import Observed
+from ingest.core.samples import StepSamples
+from ingest.pipeline.aggregate import aggregate_step, aggregate_steps
 from tests.unit.test_aggregate import steps
 from trainer_hooks.wire.protocol import validate_message
 

@@ -1,5 +1,6 @@
-"""The normalized family (ingest.normalize, ingest.aggregate) against a loop oracle written from
-docs/statistics.md "Normalization": each sample mapped by its own environment's range."""
+"""The normalized family (ingest.core.normalize, ingest.pipeline.aggregate) against a loop
+oracle written from docs/statistics.md "Normalization": each sample mapped by its own
+environment's range."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.aggregate import aggregate_step
-from ingest.normalize import Observed, bound
-from ingest.ranges import EnvRanges, MetricRange
-from ingest.samples import KEPT, StepSamples
+from ingest.core.normalize import Observed, bound
+from ingest.core.ranges import EnvRanges, MetricRange
+from ingest.core.samples import KEPT, StepSamples
+from ingest.pipeline.aggregate import aggregate_step
 from tests.unit.test_aggregate import (
     assert_same_series,
     make_step,

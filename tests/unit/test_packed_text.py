@@ -36,7 +36,7 @@ def validate(data: bytes) -> p.Samples:
 def refused(ext: bytes, n: int = 2) -> p.ProtocolError:
     """The error of a samples message whose completion column is `ext`: from validation (its
     structure), or from the check of its text (`TextColumn.text()`, which the server waits for
-    before the message's commit: ingest.store)."""
+    before the message's commit: ingest.write.store)."""
     msg = {"v": 1, "id": "m", "type": "samples", "run": "r", "step": 0,
            "sample_id": list(range(n)), "group_id": [0] * n, "reward": [1.0] * n,
            "completion": msgpack.ExtType(TEXT, ext)}

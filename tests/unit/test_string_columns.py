@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.normalize import observed_in
+from ingest.core.normalize import observed_in
 from trainer_hooks.wire import columns as wc
 from trainer_hooks.wire import protocol as p
 

@@ -4,7 +4,7 @@
 the ids, `reward`, optional per-sample columns and a `metrics` object of number columns
 (docs/protocol.md, `samples`). The tuples below name every column and its kind; the sender
 builds its messages from them (`trainer_hooks.transport`) and the server stores them by them
-(`ingest.columns`). Nothing else lists them.
+(`ingest.core.columns`). Nothing else lists them.
 
 **Validation.** `validate_samples` decodes a columnar message straight into numpy columns (the
 text columns `prompt` and `completion` as lists of strings); every problem is a
@@ -78,7 +78,7 @@ _text_limit = DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE
 
 def set_text_limit(max_bytes: int) -> None:
     """The most UTF-8 bytes of `prompt` and `completion` text one samples message may carry.
-    The server sets it from its settings (ingest.texts); the default is the protocol's."""
+    The server sets it from its settings (ingest.core.texts); the default is the protocol's."""
     global _text_limit
     if max_bytes < 0:
         raise ValueError("the text limit must be ≥ 0")
@@ -392,7 +392,7 @@ def _text_columns(obj: dict[str, Any], n: int
 def check_text(msg: Samples) -> None:
     """Wait for the check of the message's packed text columns (begun by `validate_samples`
     on a helper thread when large): one whose text is not what it says is a ProtocolError
-    naming it. The server calls it before the message's commit (ingest.store)."""
+    naming it. The server calls it before the message's commit (ingest.write.store)."""
     for name in TEXT_COLUMNS:
         column = getattr(msg, name)
         if isinstance(column, TextColumn):

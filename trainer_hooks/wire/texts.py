@@ -12,7 +12,7 @@ A GRPO group's samples share their prompt: it is sent (and stored) once. `traine
 packs every text column so, on its sender thread, which moves compression from the one
 server to the many trainers: the server checks the column (bounded decompression, index and
 lengths in range, valid UTF-8 cut at character boundaries) without building a string per
-sample, and stores the compressed bytes as they came (`ingest.texts`); the text itself is
+sample, and stores the compressed bytes as they came (`ingest.core.texts`); the text itself is
 checked on a helper thread while the server stores the message's other columns
 (`TextColumn.text`, `columns.check_text`). The server still takes lists of strings (JSON
 frames, other clients, and the sender's fallback for a server older than this format:

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ingest.auth import create_token
+from ingest.write.auth import create_token
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.models import Run
-from ingest.store import replace_environments
+from ingest.write.store import replace_environments
 from trainer_hooks.wire.protocol import ProtocolError, parse_environments
 
 

@@ -5,9 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ingest.materialize import dirty_runs, materialize_all
 from ingest.models import Run
-from ingest.reads import pending_steps
+from ingest.pipeline.materialize import dirty_runs, materialize_all
+from ingest.reads.catalog import pending_steps
 
 PROGRESS_SECONDS = 1.0
 

@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ingest import auth
 from ingest.models import Project, Token
+from ingest.write import auth
 
 COLUMNS = ("prefix", "project", "created", "last used", "state")
 

@@ -1,5 +1,4 @@
-// @ts-check
-// The chart add-ons of the Metrics page, registered in one place (see charts/addons.js).
+// The chart add-ons of the Metrics page, registered in one place (see addons.js).
 
 import './heatmap.js';
 import './health.js';

@@ -1,4 +1,3 @@
-// @ts-check
 // The browser end of `/ws/live/` (telescope_ui/live.py): subscriptions per run, sequence
 // checking, resync, and reconnection with backoff.
 

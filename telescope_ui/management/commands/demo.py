@@ -8,11 +8,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ingest.demo import demo_messages
-from ingest.frames import handle_objects
-from ingest.materialize import materialize_all
+from ingest.core.series_ids import series_id
 from ingest.models import Project, Run
-from ingest.series_ids import series_id
+from ingest.pipeline.materialize import materialize_all
+from ingest.write.demo import demo_messages
+from ingest.write.frames import handle_objects
 from telescope_ui.models import Layout
 
 BATCH = 500  # messages per transaction
@@ -71,7 +71,7 @@ class Command(BaseCommand):
 
 
 def finished_run(run: str, steps: int) -> Iterator[dict[str, Any]]:
-    """ingest.demo's messages, its run.start saying how many steps there will be (progress),
+    """ingest.write.demo's messages, its run.start saying how many steps there will be (progress),
     then a `run.end`: the demo run is `finished`, not `running` until it turns idle."""
     end: dict[str, Any] = {"v": 1, "id": f"{run}-end", "type": "run.end", "run": run,
                            "status": "finished"}

@@ -1,0 +1,478 @@
+"""Per-step aggregation: the metric families of docs/statistics.md, computed from the samples
+of many steps at once.
+
+Pure: numpy only. `aggregate_steps` turns a `StepSamples` holding one or more steps (canonical
+order) and the declared ranges into a `Table`: one row per step, one column per series
+(kind, key, stat, env). Every statistic is a segment reduction over *cells*, a cell being one
+step's samples in one scope (all environments, or one environment), so the work of a pass is a
+fixed number of numpy calls whatever the number of steps: Python loops run over scopes,
+families and metric names, never over samples, groups or steps. A statistic with no value at a
+step is NaN in its column (absent), never a stored NaN. `aggregate_step` is the one-step view
+as a dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ingest.core import columns
+from ingest.core.normalize import PREFIX, Observed, normalized_column, observed_in
+from ingest.core.ranges import EnvRanges, MetricRange
+from ingest.core.samples import CANCELED, KEPT, MAX_ASYNC, ZERO_ADVANTAGE, SeriesKey, StepSamples
+from ingest.pipeline.gini import (
+    GroupStat,
+    gini_per_group,
+    group_gini,
+    max_median_ratio_per_group,
+    per_group,
+    runs,
+)
+
+__all__ = ["Table", "aggregate_blobs", "aggregate_step", "aggregate_steps", "group_gini",
+           "normalized_steps"]
+
+Bound = Callable[[EnvRanges], float | None]
+Family = tuple[str, str, str]  # (kind, key, stat); the env is the cell's scope
+
+# Undeclared bounds: Gini and "all at min" use 0, "all at max" uses 1 (docs/statistics.md).
+DEFAULT_LO, DEFAULT_HI = 0.0, 1.0
+RATIO = "group_length_max_median_ratio_mean"
+NAN = float("nan")
+
+
+@dataclass
+class Table:
+    """Aggregates of n steps: `values[i, j]` is series `keys[j]` at step index i, NaN where the
+    series has no value at that step."""
+
+    keys: list[SeriesKey]
+    values: np.ndarray  # float64 (n_steps, len(keys))
+
+    def row(self, i: int) -> dict[SeriesKey, float]:
+        """The series with a value at step index i, as Python floats."""
+        v = self.values[i]
+        return {self.keys[j]: float(v[j]) for j in np.flatnonzero(~np.isnan(v)).tolist()}
+
+
+class Cells:
+    """The (step, scope) segments of a StepSamples: scope 0 is all samples of the step, scope
+    1 + e environment e. Every sample is a member of its step's scope 0 and, with an
+    environment, of its environment's scope; members are kept sorted by cell (canonical order
+    within a cell), so per-cell reductions are `bincount` and `reduceat` passes."""
+
+    def __init__(self, s: StepSamples) -> None:
+        self.samples = s
+        self.width = len(s.env_names) + 1
+        self.size = s.n_steps * self.width
+        step = s.step_index
+        has_env = np.flatnonzero(s.env >= 0)
+        cell = np.concatenate([step * self.width, step[has_env] * self.width + 1 + s.env[has_env]])
+        member = np.concatenate([np.arange(s.n), has_env])
+        order = np.argsort(cell, kind="stable")
+        self.cell, self.member = cell[order], member[order]
+        self.starts, _ = runs(self.cell)
+        self.start_cell = self.cell[self.starts]
+        self.scope = np.arange(self.size) % self.width  # per cell
+        self.step_of_cell = np.arange(self.size) // self.width
+        self.kept = s.discard == KEPT
+        self.has_kept = self.count(self.kept) > 0
+        self.present = self.count(np.ones(s.n, dtype=bool)) > 0
+        self.group_step = np.zeros(int(s.group.max()) + 1 if s.n else 0, dtype=np.int64)
+        self.group_step[s.group] = step
+
+    def _reduce(self, member_values: np.ndarray, ufunc: np.ufunc = np.add,
+                fill: float = 0.0) -> np.ndarray:
+        """Per cell `ufunc.reduce` of values given per member (`fill` for a cell with none)."""
+        out = np.full(self.size, fill, dtype=np.float64)
+        if self.starts.size:
+            out[self.start_cell] = ufunc.reduceat(member_values, self.starts)
+        return out
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        """Per cell, how many samples `mask` selects."""
+        out = np.zeros(self.size, dtype=np.int64)
+        if self.starts.size:
+            out[self.start_cell] = np.add.reduceat(mask.view(np.int8)[self.member], self.starts,
+                                                   dtype=np.int64)
+        return out
+
+    def moments(self, x: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """mean, std (ddof=1, two-pass), min, max of the selected (finite) values per cell;
+        NaN where a cell has too few values. x and the mask are gathered into member order
+        once; every statistic is then one reduction over the members."""
+        selected = mask[self.member]
+        xm = x[self.member]
+        n = np.zeros(self.size, dtype=np.int64)
+        if self.starts.size:
+            n[self.start_cell] = np.add.reduceat(selected.view(np.int8), self.starts,
+                                                 dtype=np.int64)
+        mean, std = self._mean_std(xm, selected, n)
+        lo = self._reduce(np.where(selected, xm, np.inf), np.minimum, NAN)
+        hi = self._reduce(np.where(selected, xm, -np.inf), np.maximum, NAN)
+        empty = n == 0
+        mean[empty] = lo[empty] = hi[empty] = NAN
+        return {"mean": mean, "std": std, "min": lo, "max": hi}
+
+    def mean(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Per cell, the mean of the selected (finite) values; NaN where there are none."""
+        return self.moments(x, mask)["mean"]
+
+    def _mean_std(self, xm: np.ndarray, selected: np.ndarray, n: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Per cell mean and std of the selected member values. A cell whose sum or squared
+        deviations overflow (finite values near 1e154 and over: [1e308, 1e308] sums to inf) is
+        computed again on its values divided by their largest magnitude, then scaled back: a
+        mean is never lost, nor a std the float range holds. Dividing the other cells by 1
+        leaves their bits as they were."""
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            mean, squares = self._two_pass(xm, selected, n)
+            scale = np.ones(self.size)
+            over = (n > 0) & ~(np.isfinite(mean) & np.isfinite(squares))
+            if over.any():
+                scale[over] = self._reduce(np.where(selected, np.abs(xm), 0.0), np.maximum)[over]
+                scaled, squared = self._two_pass(xm / scale[self.cell], selected, n)
+                mean[over], squares[over] = scaled[over], squared[over]
+            std = np.sqrt(squares / (n - 1)) * scale
+            std[n < 2] = NAN
+            return mean * scale, std
+
+    def _two_pass(self, xm: np.ndarray, selected: np.ndarray, n: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, sum of squared deviations from it) per cell, errors ignored by the caller."""
+        mean = self._reduce(np.where(selected, xm, 0.0)) / n
+        d = np.where(selected, xm - mean[self.cell], 0.0)  # x may be NaN or inf elsewhere
+        return mean, self._reduce(d * d)
+
+    def group_means(self, x: np.ndarray, idx: np.ndarray, stat: GroupStat
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cell, the unweighted mean over groups of `stat` on values x of samples idx, and
+        how many groups were included and excluded. In an environment's scope a group is its
+        samples of that environment (a unit: group × env); the overall scope takes whole
+        groups, which are the units themselves unless some group mixes environments."""
+        s, w = self.samples, self.width
+        g = s.group[idx]
+        unit_value, unit_in, unit = per_group(x, g * w + s.env[idx] + 1, stat)
+        unit_env, unit_group = unit % w - 1, unit // w
+        mixed = bool(np.any(unit_group[1:] == unit_group[:-1]))
+        if mixed:
+            value, included, group = per_group(x, g, stat)
+        else:
+            value, included, group = unit_value, unit_in, unit_group
+        env_units = unit_env >= 0
+        cells = np.concatenate([self.group_step[group] * w,
+                                self.group_step[unit_group[env_units]] * w + 1
+                                + unit_env[env_units]])
+        value = np.concatenate([value, unit_value[env_units]])
+        included = np.concatenate([included, unit_in[env_units]])
+        n_out = np.bincount(cells[~included], minlength=self.size)
+        mean, n_in = _bincount_mean(cells[included], value[included], self.size)
+        return mean, n_in, n_out
+
+
+def _bincount_mean(cells: np.ndarray, values: np.ndarray, size: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(mean of the values per cell, NaN for none; how many). A cell whose sum overflows
+    (max / median ratios of huge lengths) is summed again divided by its largest |value|."""
+    n = np.bincount(cells, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = np.bincount(cells, weights=values, minlength=size) / n
+        over = (n > 0) & ~np.isfinite(mean)
+        if over.any() and np.isfinite(values).all():
+            scale = np.ones(size)
+            np.maximum.at(scale, cells, np.where(over[cells], np.abs(values), 0.0))
+            scale[~over] = 1.0
+            scaled = np.bincount(cells, weights=values / scale[cells], minlength=size) / n
+            mean[over] = scaled[over] * scale[over]
+    mean[n == 0] = NAN
+    return mean, n
+
+
+class Out:
+    """Collects per-cell statistic arrays under (kind, key, stat); NaN = no value."""
+
+    def __init__(self, cells: Cells) -> None:
+        self.cells = cells
+        self.stats: dict[Family, np.ndarray] = {}
+        self.only: np.ndarray | None = None  # cells a metric may have values in (its steps)
+
+    def put(self, kind: str, key: str, stat: str, values: np.ndarray,
+            where: np.ndarray | None = None) -> None:
+        v = np.asarray(values, dtype=np.float64)
+        keep = self.only if where is None else (where if self.only is None else where & self.only)
+        if keep is not None:
+            v = np.where(keep, v, NAN)
+        if np.isinf(v).any():  # a value beyond float64 (a std over 1.3e308): no point, not inf
+            v = np.where(np.isinf(v), NAN, v)
+        self.stats[(kind, key, stat)] = v
+
+    def table(self) -> Table:
+        s, w = self.cells.samples, self.cells.width
+        envs: list[str | None] = [None, *s.env_names]
+        keys: list[SeriesKey] = []
+        cols = []
+        for (kind, key, stat), v in self.stats.items():
+            grid = v.reshape(s.n_steps, w)
+            for j in np.flatnonzero(~np.isnan(grid).all(axis=0)).tolist():
+                keys.append((kind, key, stat, envs[j]))
+                cols.append(grid[:, j])
+        values = np.stack(cols, axis=1) if cols else np.zeros((s.n_steps, 0))
+        return Table(keys, values)
+
+
+def _per_code(s: StepSamples, ranges: dict[str, EnvRanges], pick: Bound, default: float):
+    """One declared bound per env code, `default` where undeclared; index -1 = no environment."""
+    found = [pick(ranges.get(name, EnvRanges())) for name in s.env_names]
+    return np.array([default if b is None else b for b in found] + [default], dtype=np.float64)
+
+
+def _metric_bound(m: str, attr: str) -> Bound:
+    return lambda r: getattr(r.metrics.get(m, MetricRange()), attr)
+
+
+def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(whole > 0, 100.0 * part / np.maximum(whole, 1), NAN)
+
+
+def _moments(out: Out, kind: str, key: str, x: np.ndarray, mask: np.ndarray,
+             prefix: str = "") -> None:
+    for stat, v in out.cells.moments(x, mask).items():
+        out.put(kind, key, prefix + stat, v)
+
+
+def _value_family(out: Out, kind: str, key: str, v: np.ndarray, lo_by_code: np.ndarray) -> None:
+    """Reward / sample-metric stats: moments, count, Gini mean and exclusions, null count."""
+    c = out.cells
+    finite = c.kept & np.isfinite(v)
+    n_finite = c.count(finite)
+    out.put(kind, key, "count", n_finite, c.has_kept)
+    _moments(out, kind, key, v, finite)
+    idx = np.flatnonzero(finite)
+    gini, n_in, n_out = c.group_means(_shifted(v[idx], lo_by_code[c.samples.env[idx]]), idx,
+                                      gini_per_group)
+    out.put(kind, key, "gini_mean", gini, c.has_kept)
+    out.put(kind, key, "gini_excluded", n_out, c.has_kept & (n_in + n_out > 0))
+    out.put(kind, key, "null_count", c.count(c.kept) - n_finite, c.has_kept & (c.scope == 0))
+
+
+def _shifted(v: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """v − lo for the Gini, which no positive scale changes: when that overflows for some
+    value (1e308 above a bound of −1e308), (v − lo)/2 for all of them, computed as v/2 − lo/2."""
+    with np.errstate(over="ignore"):
+        x = v - lo
+    return x if np.isfinite(x).all() else v / 2 - lo / 2
+
+
+def _normalized_family(out: Out, kind: str, key: str, v: np.ndarray) -> None:
+    """The normalized family from v′ (see ingest.core.normalize): mean, std, min, max and Gini mean
+    (on v′, floor 0), overall and per environment, stored with stats `norm:<stat>`."""
+    c = out.cells
+    finite = c.kept & np.isfinite(v)
+    _moments(out, kind, key, v, finite, PREFIX)
+    idx = np.flatnonzero(finite)
+    out.put(kind, key, PREFIX + "gini_mean", c.group_means(v[idx], idx, gini_per_group)[0])
+
+
+def _ranges_family(out: Out, key: str, v: np.ndarray, lo_by_code: np.ndarray,
+                   hi_by_code: np.ndarray) -> None:
+    """Share at the declared min / max and count outside, over samples whose env declares."""
+    if np.isnan(lo_by_code).all() and np.isnan(hi_by_code).all():
+        return
+    c = out.cells
+    lo, hi = lo_by_code[c.samples.env], hi_by_code[c.samples.env]
+    use = c.kept & np.isfinite(v)
+    has_lo, has_hi = use & ~np.isnan(lo), use & ~np.isnan(hi)
+    n_lo, n_hi = c.count(has_lo), c.count(has_hi)
+    out.put("ranges", key, "at_min_pct", _pct(c.count(has_lo & (v == lo)), n_lo))
+    out.put("ranges", key, "at_max_pct", _pct(c.count(has_hi & (v == hi)), n_hi))
+    outside = c.count(has_lo & (v < lo)) + c.count(has_hi & (v > hi))
+    out.put("ranges", key, "outside_count", outside, (n_lo > 0) | (n_hi > 0))
+
+
+def _groups_family(out: Out, lo_by_code: np.ndarray, hi_by_code: np.ndarray) -> None:
+    """Groups of kept samples with finite reward: count, informative, tied, all at min / max.
+
+    A group belongs to the environment of its first sample.
+    """
+    c, s = out.cells, out.cells.samples
+    idx = np.flatnonzero(c.kept & np.isfinite(s.reward))
+    idx = idx[np.argsort(s.group[idx], kind="stable")]  # stable: a group's first sample leads
+    starts, _ = runs(s.group[idx])
+    r = s.reward[idx]
+    if starts.size:
+        gmin, gmax = np.minimum.reduceat(r, starts), np.maximum.reduceat(r, starts)
+    else:
+        gmin = gmax = np.zeros(0)
+    first = idx[starts]
+    genv = s.env[first]
+    tied = gmin == gmax
+    w = c.width
+    cells = np.concatenate([s.step_index[first] * w,
+                            (s.step_index[first] * w + 1 + genv)[genv >= 0]])
+    in_env = genv >= 0
+    masks = {
+        "count": np.ones(starts.size, dtype=bool),
+        "informative": ~tied,
+        "tied": tied,
+        "all_min": tied & (gmin == lo_by_code[genv]),
+        "all_max": tied & (gmax == hi_by_code[genv]),
+    }
+    for stat, sel in masks.items():
+        both = np.concatenate([sel, sel[in_env]])
+        out.put("groups", "groups", stat, np.bincount(cells[both], minlength=c.size), c.has_kept)
+
+
+def _tokens(s: StepSamples) -> dict[str, np.ndarray]:
+    cols: dict[str, np.ndarray] = {}
+    if s.prompt_tokens is not None:
+        cols["prompt_tokens"] = s.prompt_tokens
+    if s.completion_tokens is not None:
+        cols["completion_tokens"] = s.completion_tokens
+    if s.prompt_tokens is not None and s.completion_tokens is not None:
+        both = np.isfinite(s.prompt_tokens) & np.isfinite(s.completion_tokens)
+        total = np.full(s.n, np.nan)
+        np.add(s.prompt_tokens, s.completion_tokens, out=total, where=both)
+        cols["total_tokens"] = total
+    return cols
+
+
+def _length_groups(out: Out) -> None:
+    """Completion-token Gini (lo = 0) and max / median ratio, over kept samples per group."""
+    c, s = out.cells, out.cells.samples
+    if s.completion_tokens is None:
+        return
+    idx = np.flatnonzero(c.kept & np.isfinite(s.completion_tokens))
+    x = s.completion_tokens[idx]
+    gini = c.group_means(x, idx, gini_per_group)[0]
+    ratio = c.group_means(x, idx, max_median_ratio_per_group)[0]
+    out.put("rollouts", "group_length_gini_mean", "group_length_gini_mean", gini)
+    out.put("rollouts", RATIO, RATIO, ratio)
+
+
+def _rollouts_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
+    """Token moments, stop-by-length share, length groups, off-policy lag; kept samples."""
+    c, s = out.cells, out.cells.samples
+    for key, col in tokens.items():
+        _moments(out, "rollouts", key, col, c.kept & np.isfinite(col))
+    if s.stop_length is not None:
+        stop = c.kept & np.isfinite(s.stop_length)
+        pct = _pct(c.count(stop & (s.stop_length == 1)), c.count(stop))
+        out.put("rollouts", "stop_reason_length_pct", "stop_reason_length_pct", pct)
+    if s.off_policy_steps is not None:
+        lag = c.moments(s.off_policy_steps, c.kept & np.isfinite(s.off_policy_steps))
+        out.put("rollouts", "off_policy_steps", "mean", lag["mean"])
+        out.put("rollouts", "off_policy_steps", "std", lag["std"])
+    _length_groups(out)
+
+
+def _discarded_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
+    """Count by reason, zero-advantage reward breakdown, canceled, token stats of discards.
+    Every step has the overall counts; an environment only when it has discarded samples."""
+    c, s = out.cells, out.cells.samples
+    discarded = s.discard != KEPT
+    shown = c.present & ((c.scope == 0) | (c.count(discarded) > 0))
+    n_async, n_zero = c.count(s.discard == MAX_ASYNC), c.count(s.discard == ZERO_ADVANTAGE)
+    count = n_async + n_zero
+    d = ("discarded", "discarded")
+    out.put(*d, "count", count, shown)
+    out.put(*d, "canceled", c.count(s.discard == CANCELED), shown)
+    out.put(*d, "max_async_pct", _pct(n_async, count), shown)
+    out.put(*d, "zero_advantage_pct", _pct(n_zero, count), shown)
+    za = (s.discard == ZERO_ADVANTAGE) & np.isfinite(s.reward)
+    n_za = c.count(za)
+    z = ("discarded", "zero_advantage")
+    out.put(*z, "reward_zero_pct", _pct(c.count(za & (s.reward == 0)), n_za), shown)
+    out.put(*z, "reward_positive_pct", _pct(c.count(za & (s.reward > 0)), n_za), shown)
+    out.put(*z, "reward_mean", c.mean(s.reward, za), shown & (n_za > 0))
+    for key, col in tokens.items():
+        for stat, v in c.moments(col, discarded & np.isfinite(col)).items():
+            out.put("discarded", key, stat, v, shown)
+
+
+def aggregate_steps(s: StepSamples, ranges: dict[str, EnvRanges],
+                    observed: Observed | None = None) -> Table:
+    """Every per-step series of docs/statistics.md "Families",
+    and the normalized family of the reward and each sample metric, for every step of `s`.
+
+    `ranges` maps environment name to its declared ranges (a missing name declares nothing);
+    `observed` holds the run's observed ranges (used where a bound is not declared; without
+    them the samples' own values stand in). Keys are (kind, key, stat, env) with env None for
+    all samples.
+    """
+    out = Out(Cells(s))
+    reward_min = _per_code(s, ranges, lambda r: r.reward_min, NAN)
+    reward_max = _per_code(s, ranges, lambda r: r.reward_max, NAN)
+    reward_lo = np.where(np.isnan(reward_min), DEFAULT_LO, reward_min)
+    reward_hi = np.where(np.isnan(reward_max), DEFAULT_HI, reward_max)
+    seen = observed if observed is not None else _observed_here(s)
+    _value_family(out, "reward", "reward", s.reward, reward_lo)
+    _ranges_family(out, "reward", s.reward, reward_min, reward_max)
+    for m, v in s.metrics.items():
+        if s.metric_steps is not None:
+            out.only = s.metric_steps[m][out.cells.step_of_cell]
+        m_min = _per_code(s, ranges, _metric_bound(m, "min"), NAN)
+        m_max = _per_code(s, ranges, _metric_bound(m, "max"), NAN)
+        _value_family(out, "sample", m, v, np.where(np.isnan(m_min), 0.0, m_min))
+        _ranges_family(out, m, v, m_min, m_max)
+    _normalized_families(out, ranges, seen)
+    if s.advantage is not None:
+        _moments(out, "advantage", "advantage", s.advantage,
+                 out.cells.kept & np.isfinite(s.advantage))
+    _groups_family(out, reward_lo, reward_hi)
+    tokens = _tokens(s)
+    _rollouts_family(out, tokens)
+    _discarded_family(out, tokens)
+    return out.table()
+
+
+def normalized_steps(s: StepSamples, ranges: dict[str, EnvRanges],
+                     observed: Observed | None = None) -> Table:
+    """The normalized family alone (the columns `aggregate_steps` gives it, with the same
+    values): what an observed range's widening changes."""
+    out = Out(Cells(s))
+    _normalized_families(out, ranges, observed if observed is not None else _observed_here(s))
+    return out.table()
+
+
+def _normalized_families(out: Out, ranges: dict[str, EnvRanges], seen: Observed) -> None:
+    """The normalized family of the reward and of each sample metric (a metric only at the
+    steps that carried it)."""
+    s = out.cells.samples
+    out.only = None
+    _normalized_family(out, "reward", "reward",
+                       normalized_column(s, s.reward, "reward", "reward", ranges, seen))
+    for m, v in s.metrics.items():
+        if s.metric_steps is not None:
+            out.only = s.metric_steps[m][out.cells.step_of_cell]
+        _normalized_family(out, "sample", m, normalized_column(s, v, "sample", m, ranges, seen))
+    out.only = None
+
+
+def aggregate_step(s: StepSamples, ranges: dict[str, EnvRanges],
+                   observed: Observed | None = None) -> dict[SeriesKey, float]:
+    """`aggregate_steps` of one step, as {(kind, key, stat, env): float}."""
+    return aggregate_steps(s, ranges, observed).row(0)
+
+
+def _observed_here(s: StepSamples) -> Observed:
+    codes = np.where(s.env < 0, len(s.env_names), s.env)  # -1: no environment, ''
+    return observed_in([*s.env_names, ""], codes, s.discard == KEPT,
+                       [("reward", "reward", s.reward),
+                        *(("sample", m, v) for m, v in s.metrics.items())])
+
+
+def aggregate_blobs(blobs_by_step: list[list[bytes]], ranges: dict[str, EnvRanges],
+                    observed: Observed | None = None, norm_only: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray, Table]:
+    """Unpack, assemble and aggregate the stored batches of some steps: (samples per step,
+    latest sample time per step (NaN: none carried one), table; with `norm_only`, of the
+    normalized family alone). Pure, so it also runs in a worker process
+    (ingest.pipeline.materialize)."""
+    samples, latest = columns.assemble_steps([[columns.unpack(b) for b in blobs]
+                                              for blobs in blobs_by_step])
+    n = np.bincount(samples.step_index, minlength=samples.n_steps)
+    aggregate = normalized_steps if norm_only else aggregate_steps
+    return n, latest, aggregate(samples, ranges, observed)
