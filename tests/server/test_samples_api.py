@@ -1,8 +1,9 @@
 """The samples read API (GET /api/runs/<id>/samples, docs/protocol.md) and sample text on the wire
 (prompt and completion): every stored column of a step's samples, ordered by group then
-reward, filtered by environment, kept / discarded and reward range, paged; `prompt` and `completion` stored
-compressed apart from the numeric columns and returned only with `text=1`; the per-message and
-per-run text limits; errors naming the field. Runs on SQLite and, with DATABASE_URL, PostgreSQL.
+reward, filtered by environment, kept / discarded and reward range, paged; `prompt` and
+`completion` stored compressed apart from the numeric columns and returned only with `text=1`;
+the per-message and per-run text limits; errors naming the field. Runs on SQLite and, with
+DATABASE_URL, PostgreSQL.
 """
 
 from __future__ import annotations
