@@ -7,7 +7,8 @@ PORT ?= 8000
 
 .PHONY: run test test-python test-js lint bench clean
 
-# Front-end libraries (package.json: SortableJS), served with the static files.
+# Front-end libraries (package.json: SortableJS), served with the static files; and the
+# JavaScript's lint and type check (ESLint, TypeScript: devDependencies).
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -45,9 +46,13 @@ test-python: $(VENV)/.dev node_modules/.installed
 test-js:
 	@if [ -d tests/js ]; then node --test tests/js/; fi
 
-lint: $(VENV)/.dev
+# Python: ruff, mypy. JavaScript (static/js, tests/js): ESLint (eslint.config.js) and the JSDoc
+# types checked by tsc (tsconfig.json; nothing is emitted).
+lint: $(VENV)/.dev node_modules/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	npx --no-install eslint static/js tests/js eslint.config.js
+	npx --no-install tsc --noEmit -p tsconfig.json
 
 bench: $(VENV)/.dev
 	$(PY) bench/ingest.py

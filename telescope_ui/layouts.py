@@ -9,7 +9,7 @@ unique in a layout; a series id may appear in several plots, once per plot; `axi
 `sections[1].items[0].plots[2].series[0].axis`. Version 1, `{"charts": [{"id", "wide",
 "settings"}]}`, is still taken (checked as before, field names `charts[3].settings.logY`) and
 migrated: one section "Charts" of one-series plots. A layout stored as version 1 is migrated
-when read. static/js/layout.js holds the same format and limits for the page.
+when read. static/js/custom/layout.js holds the same format and limits for the page.
 
 A project has named dashboards (`?name=`, default "default"). GET returns one of the run's
 project (empty until first saved) with the names of all of them; PUT replaces it, PATCH

@@ -1,28 +1,41 @@
+// @ts-check
 // The Metrics page (All view, or the Custom view with `?view=custom`): loads the runs' catalogs,
 // lays out charts, keeps them live from `/ws/live/`, and applies the page controls. Entry point
 // of templates/metrics.html.
 
-import { getRun } from './api.js';
-import { siblingKey, wantsBand } from './catalog.js';
-import { Controls } from './controls.js';
-import { CustomView } from './custom.js';
-import { firstMetricsHelp, h, loadPlotly, runColor, themeColors } from './dom.js';
-import './features.js';
-import { LiveClient } from './live.js';
-import { ChartPrefs } from './prefs.js';
-import { RunBar } from './runbar.js';
-import { RunFollower } from './runfollow.js';
-import { setConnection, showDeleted } from './runstatus.js';
-import { Scheduler, Visibility } from './scheduler.js';
-import { Loader, RunStore } from './store.js';
-import { compileSearch } from './text.js';
-import { AllView } from './view.js';
+import { getRun } from './core/api.js';
+import { siblingKey, wantsBand } from './core/catalog.js';
+import { Controls } from './charts/controls.js';
+import { CustomView } from './custom/view.js';
+import { firstMetricsHelp, h, loadPlotly, runColor, themeColors } from './core/dom.js';
+import './charts/features.js';
+import { LiveClient } from './core/live.js';
+import { ChartPrefs } from './charts/prefs.js';
+import { RunBar } from './runs/bar.js';
+import { RunFollower } from './runs/follow.js';
+import { setConnection, showDeleted } from './runs/status.js';
+import { Scheduler, Visibility } from './core/scheduler.js';
+import { Loader, RunStore } from './charts/store.js';
+import { compileSearch } from './core/text.js';
+import { AllView } from './charts/view.js';
 
 const CATALOG_REFRESH_MS = 300;
 const PLOTLY_AT_LATEST_MS = 3000;
 // The first catalog entries go into the All view this many at a time until it has more charts
 // than the viewport holds (addFirstScreenFirst).
 const FIRST_SLICE = 16;
+
+/** The links to the page's two views (All, Custom), which carry the runs shown. */
+function viewTabs() {
+  return /** @type {NodeListOf<HTMLAnchorElement>} */ (document.querySelectorAll('.view-tabs a'));
+}
+
+/**
+ * The page's view, All (charts/view.js) or Custom (custom/view.js), with the parts only one
+ * of them has: saving a layout edit (Custom), the Data quality section's counters (All).
+ * @typedef {(AllView | CustomView) & {flush?: (options?: {leaving?: boolean}) => Promise<unknown>,
+ *   refreshQualitySoon?: () => void, watchQuality?: () => void}} PageView
+ */
 
 class MetricsPage {
   constructor() {
@@ -37,6 +50,8 @@ class MetricsPage {
     this.maxPoints = null;
     this.controls = new Controls(document.getElementById('controls'), (s, field) => this.onControls(field));
     this.settings = this.controls.settings;
+    /** @type {PageView} */
+    this.view = null;
     if (this.root.dataset.view === 'custom') {
       this.view = new CustomView(this.root, this, JSON.parse(document.getElementById('run-layout').textContent));
       this.prefs = this.view.prefs; // chart settings live in the layout, on the server
@@ -55,7 +70,7 @@ class MetricsPage {
     // Statuses that change by the clock alone (a silent trainer turns crashed) are re-read.
     const fresh = (run, info) => this.onRunInfo(run, info);
     this.follower = new RunFollower(fresh, fresh);
-    for (const tab of document.querySelectorAll('.view-tabs a')) {
+    for (const tab of viewTabs()) {
       tab.addEventListener('click', async (ev) => {
         if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
         ev.preventDefault();
@@ -107,7 +122,7 @@ class MetricsPage {
 
   /** Plotly runs once the first screen is sketched (or after a second at the latest). */
   startPlotly() {
-    const src = document.getElementById('plotly-src').href;
+    const src = /** @type {HTMLLinkElement} */ (document.getElementById('plotly-src')).href;
     let started = false;
     const go = () => {
       if (started) return;
@@ -198,7 +213,7 @@ class MetricsPage {
     if (overlay.length) url.searchParams.set('overlay', overlay.join(','));
     else url.searchParams.delete('overlay');
     history.replaceState(null, '', url);
-    for (const tab of document.querySelectorAll('.view-tabs a')) { // the other view, same runs
+    for (const tab of viewTabs()) { // the other view, same runs
       url.searchParams.set('view', tab.dataset.view);
       tab.href = url.toString();
     }
@@ -240,7 +255,7 @@ class MetricsPage {
   invalidateSeries(sid) {
     const chart = this.view.chartFor?.(sid) ?? this.view.charts.get(sid);
     chart?.invalidate();
-    if (chart?.quality) this.view.refreshQualitySoon();
+    if (chart?.quality) this.view.refreshQualitySoon?.();
     const owner = this.bandOwner.get(sid);
     if (owner) this.view.charts.get(owner)?.invalidate();
   }

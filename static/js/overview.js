@@ -1,19 +1,20 @@
-// The run overview page (/runs/<id>, issue 13): puts the run's info and catalog (embedded in
+// @ts-check
+// The run overview page (/runs/<id>): puts the run's info and catalog (embedded in
 // the page) into the progress panel, headline charts, config tree, environments, notes and
 // housekeeping, and keeps them current: `/ws/live/` deltas extend the charts, `run` messages
 // carry status, progress, renames and deletion; a slow poll of the read API catches what no
 // message announces (a run turning idle).
 
-import { getCatalog, getRun } from './api.js';
-import { ConfigTree } from './configtree.js';
-import { h, loadPlotly, runColor } from './dom.js';
-import { renderEnvironments } from './envtable.js';
-import { HeadlineCharts } from './headline.js';
-import { LiveClient } from './live.js';
-import { NotesPanel } from './notes.js';
-import { RunEditor } from './runedit.js';
-import { recentStepSeconds } from './runprogress.js';
-import { ProgressPanel, setConnection, showDeleted } from './runstatus.js';
+import { getCatalog, getRun } from './core/api.js';
+import { ConfigTree } from './runs/configtree.js';
+import { h, loadPlotly, runColor } from './core/dom.js';
+import { renderEnvironments } from './runs/envtable.js';
+import { HeadlineCharts } from './charts/headline.js';
+import { LiveClient } from './core/live.js';
+import { NotesPanel } from './runs/notes.js';
+import { RunEditor } from './runs/edit.js';
+import { recentStepSeconds } from './runs/progress.js';
+import { ProgressPanel, setConnection, showDeleted } from './runs/status.js';
 
 const POLL_MS = 15000;
 const TICK_MS = 1000;
@@ -28,7 +29,7 @@ class OverviewPage {
     this.seq = this.catalog.seq ?? 0;
     this.progress = new ProgressPanel(byId('progress'));
     this.charts = new HeadlineCharts(byId('headline'), this.id, runColor(this.info),
-      loadPlotly(byId('plotly-src').href));
+      loadPlotly(/** @type {HTMLLinkElement} */ (byId('plotly-src')).href));
     this.config = new ConfigTree(byId('config'), this.info.config);
     renderEnvironments(byId('environments'), this.catalog.environments);
     const onSaved = (info) => this.apply(info);

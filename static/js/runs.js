@@ -1,18 +1,19 @@
-// The runs page (issue 13): projects and their runs with status, progress and ETA; search by
+// @ts-check
+// The runs page: projects and their runs with status, progress and ETA; search by
 // name or config value, filter by status, sort; tick runs to compare their configs side by side
 // or open them overlaid on the Metrics page. A run's name leads to its overview; its colour is
 // editable here. Kept current by a poll of the read API and by live `run` messages (renames,
-// deletions, status) through runwatch.js. The search, filter and sort live in the URL.
+// deletions, status) through runs/watch.js. The search, filter and sort live in the URL.
 
-import { getRun, listRuns, setRunColor } from './api.js';
-import { ComparePanel, overlayUrl } from './compare.js';
-import { flattenConfig } from './config.js';
-import { firstMetricsHelp, h, runColor } from './dom.js';
-import { SORTS, STATUSES, runFilter, sortRuns } from './runfilter.js';
-import { formatDuration, progressOf } from './runprogress.js';
-import { progressBar, setStatusBadge } from './runstatus.js';
-import { RunWatch } from './runwatch.js';
-import { age } from './text.js';
+import { getRun, listRuns, setRunColor } from './core/api.js';
+import { ComparePanel, overlayUrl } from './runs/compare.js';
+import { flattenConfig } from './core/config.js';
+import { firstMetricsHelp, h, runColor } from './core/dom.js';
+import { SORTS, STATUSES, runFilter, sortRuns } from './runs/filter.js';
+import { formatDuration, progressOf } from './runs/progress.js';
+import { progressBar, setStatusBadge } from './runs/status.js';
+import { RunWatch } from './runs/watch.js';
+import { age } from './core/text.js';
 
 const REFRESH_MS = 5000;
 const CONFIG_FETCHES = 4; // configs read at once for a config search
@@ -219,7 +220,9 @@ class RunsPage {
 
   /** Selected runs in the order shown. */
   selection() {
-    return [...this.root.querySelectorAll('tr[data-run-id]')].map((tr) => Number(tr.dataset.runId))
+    /** @type {NodeListOf<HTMLTableRowElement>} */
+    const rows = this.root.querySelectorAll('tr[data-run-id]');
+    return [...rows].map((tr) => Number(tr.dataset.runId))
       .filter((id) => this.selected.has(id));
   }
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 ENTROPY, LOSS = series_id("step", "entropy"), series_id("step", "loss")
 TIMING = series_id("step", "timing_step_total")
 MEAN = series_id("reward", "reward", "mean", None)
-DIM = 0.15  # static/js/legend.js
+DIM = 0.15  # static/js/charts/legend.js
 
 
 def card(pg, sid: str):

@@ -26,7 +26,7 @@ QUALITY = {"null_count", "gini_excluded", "outside_count", "canceled"}
 
 
 def family(e: dict) -> tuple:
-    """The chart an entry is drawn in (static/js/compose.js familyKey): one per metric."""
+    """The chart an entry is drawn in (static/js/charts/compose.js familyKey): one per metric."""
     base = (e["kind"], e["key"], e["group"])
     if e["kind"] == "step":
         return (*base, e["id"])

@@ -155,9 +155,10 @@ def test_telescope_serve_serves_pages_and_files_from_the_installed_package(
     assert status == 200 and b"<html" in page.lower()
     [runs_js] = set(re.findall(rb'/static/js/runs\.[0-9a-f]{12}\.js', page))
     js = fetch_static(url + runs_js.decode())
-    # Its imports name hashed modules, served beside it.
+    # Its imports name hashed modules, served beside it and in static/js's subfolders.
     imports = re.findall(rb"""^import [^;]*?["'](\./[^"']+)["']""", js, re.M)
-    assert imports and all(re.fullmatch(rb"\./\w+\.[0-9a-f]{12}\.js", i) for i in imports)
+    assert imports and all(re.fullmatch(rb"\./(\w+/)*\w+\.[0-9a-f]{12}\.js", i) for i in imports)
+    assert any(i.startswith(b"./core/") for i in imports)
     for module in imports:
         fetch_static(url + "/static/js/" + module[2:].decode())
     [app_css] = re.findall(rb'/static/css/app\.[0-9a-f]{12}\.css', page)

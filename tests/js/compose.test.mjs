@@ -5,8 +5,8 @@ import { test } from 'node:test';
 import {
   ALL_TOGETHER, anyNonZero, envOptions, EVERY_ENV, familyKey, familyTitle, isQuality, offers, primaryOf,
   roleOf, selectMembers,
-} from '../../static/js/compose.js';
-import { buildComposedFigure, envDash } from '../../static/js/composed.js';
+} from '../../static/js/charts/compose.js';
+import { buildComposedFigure, envDash } from '../../static/js/charts/composed.js';
 
 const e = (kind, key, stat, env = null, extra = {}) => ({
   id: `${kind}|${key}|${stat ?? ''}|${env ?? ''}`, kind, key, stat, env, section: kind, group: key, label: key, ...extra,

@@ -1,11 +1,11 @@
-// What a Custom view plot draws (static/js/custom_figure.js): several series, each run's, on
+// What a Custom view plot draws (static/js/custom/figure.js): several series, each run's, on
 // their axis sides; colours by series for one run, by run (dash by series) for several.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
   assignAxes, AXIS_RATIO, buildPlotFigure, colorDistance, seriesColor, SERIES_COLORS,
-} from '../../static/js/custom_figure.js';
+} from '../../static/js/custom/figure.js';
 
 const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
 const page = { xaxis: 'step', ema: false, span: 10, normalize: false, maxStep: null, maxTime: null };
@@ -62,8 +62,8 @@ test('several runs: colour by run, dash by series; names say both', () => {
 test('a series is never drawn in a colour like its run\'s', () => {
   assert.equal(seriesColor(0, SERIES_COLORS[0]), SERIES_COLORS[0]);
   assert.equal(seriesColor(1, '#112233'), SERIES_COLORS[0]);
-  for (const run of ['#4e79a7', '#1f77b4', '#f28e2b', '#59a14f', '#e15759']) { // runs' own colours
-    for (let i = 1; i < 6; i++) assert.ok(colorDistance(seriesColor(i, run), run) >= 90, `${run} ${i}`);
+  for (const own of ['#4e79a7', '#1f77b4', '#f28e2b', '#59a14f', '#e15759']) { // runs' own colours
+    for (let i = 1; i < 6; i++) assert.ok(colorDistance(seriesColor(i, own), own) >= 90, `${own} ${i}`);
   }
   assert.equal(colorDistance('#000000', 'not a colour'), Infinity);
 });

@@ -1,4 +1,4 @@
-// Edits of a Custom view layout (static/js/custom_ops.js): insert, move within and across
+// Edits of a Custom view layout (static/js/custom/ops.js): insert, move within and across
 // containers, the keyboard's steps, drops from the metric list, series of a plot.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import {
   addSeries, dropInto, findNode, insertNode, moveNode, NEW_SECTION, newGroup, newPlot, newSection, removeNode,
   removeSeries, ROOT, setAxis, setPlotSettings, shiftNode, updateNode,
-} from '../../static/js/custom_ops.js';
-import { LIMITS, normalizeLayout } from '../../static/js/layout.js';
+} from '../../static/js/custom/ops.js';
+import { LIMITS, normalizeLayout } from '../../static/js/custom/layout.js';
 
 const plot = (id, sid = id) => ({ type: 'plot', id, title: '', wide: false, settings: {}, series: [{ id: sid, axis: 'auto' }] });
 

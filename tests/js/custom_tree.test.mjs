@@ -1,10 +1,10 @@
-// The Custom view's words (static/js/custom_tree.js): the metric list as a tree with counts
+// The Custom view's words (static/js/custom/tree.js): the metric list as a tree with counts
 // and search, readable labels, a plot's default title from the metric registry.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { metricLabel, paletteTree, plotTitle, seriesName, statWords } from '../../static/js/custom_tree.js';
-import { compileSearch } from '../../static/js/text.js';
+import { metricLabel, paletteTree, plotTitle, seriesName, statWords } from '../../static/js/custom/tree.js';
+import { compileSearch } from '../../static/js/core/text.js';
 
 const step = (key, section, group = null) => ({ id: `step|${encodeURIComponent(key)}||`, kind: 'step', key, stat: null,
   env: null, section, group, label: key.split('/').at(-1) });

@@ -1,8 +1,8 @@
-// The Max time control's durations (static/js/duration.js).
+// The Max time control's durations (static/js/core/duration.js).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { DURATION_FORMS, formatDuration, parseDuration } from '../../static/js/duration.js';
+import { DURATION_FORMS, formatDuration, parseDuration } from '../../static/js/core/duration.js';
 
 const seconds = (text) => {
   const d = parseDuration(text);

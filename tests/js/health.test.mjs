@@ -1,10 +1,10 @@
-// Health hints (static/js/health.js): each rule of the registry's hints fires on constructed
+// Health hints (static/js/charts/health.js): each rule of the registry's hints fires on constructed
 // data that shows the problem and stays quiet on data that does not.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { evaluate, hintKeys } from '../../static/js/health.js';
-import { hintsFor } from '../../static/js/registry.js';
+import { evaluate, hintKeys } from '../../static/js/charts/health.js';
+import { hintsFor } from '../../static/js/core/registry.js';
 
 const run = (key, values, context = {}, others = {}) => evaluate(hintsFor(key), { [key]: values, ...others }, context);
 const range = (n, f) => Array.from({ length: n }, (_, i) => f(i));

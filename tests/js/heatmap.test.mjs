@@ -1,4 +1,4 @@
-// The distribution heatmap's pure parts (static/js/heatmap.js): which charts offer one, the
+// The distribution heatmap's pure parts (static/js/charts/heatmap.js): which charts offer one, the
 // Plotly trace built from the server's payload, its labels and its colours in either theme.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import {
   binLabel, buildHeatmapFigure, colorscale, DARK_SCALE, distributionOf, fmt, initialEnv, isDark,
   LIGHT_SCALE, stepLabel, summaryText,
-} from '../../static/js/heatmap.js';
+} from '../../static/js/charts/heatmap.js';
 
 const light = { fg: '#1d2330', muted: '#6b7280', grid: '#e7eaf0', bg: '#ffffff', font: 'sans-serif' };
 const dark = { fg: '#e3e7ee', muted: '#8b95a5', grid: '#252d37', bg: '#171c23', font: 'sans-serif' };

@@ -1,11 +1,11 @@
-// The Custom view's layout format (static/js/layout.js): version 2, migration of version 1
+// The Custom view's layout format (static/js/custom/layout.js): version 2, migration of version 1
 // layouts (what the page saved before sections existed), checks and limits.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
   countNodes, labelOfId, LIMITS, migrateLayout, nextId, normalizeLayout, plotsOf, VERSION,
-} from '../../static/js/layout.js';
+} from '../../static/js/custom/layout.js';
 
 // A layout as the version before sections saved it (telescope_ui/layouts.py, version 1).
 const V1 = { charts: [

@@ -1,10 +1,10 @@
-// The run legend of a chart and its focus (static/js/legend.js): which runs it names, how the
+// The run legend of a chart and its focus (static/js/charts/legend.js): which runs it names, how the
 // other runs dim, which run the pointer is on.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { DIM, focusOpacities, nearestRun, runLegendItems } from '../../static/js/legend.js';
-import { buildFigure } from '../../static/js/traces.js';
+import { DIM, focusOpacities, nearestRun, runLegendItems } from '../../static/js/charts/legend.js';
+import { buildFigure } from '../../static/js/charts/traces.js';
 
 test('overlaid runs are named with their colours; a single run needs no legend', () => {
   const runs = [{ id: 1, name: 'a', color: '#111111', data: {} }, { id: 2, name: '<b>', color: '#222222' }];

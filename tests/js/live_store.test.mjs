@@ -1,4 +1,4 @@
-// Live protocol client (static/js/live.js) and the run store (static/js/store.js): sequence
+// Live protocol client (static/js/core/live.js) and the run store (static/js/charts/store.js): sequence
 // checking, resync, reconnect, and snapshot + deltas = current.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,8 +20,8 @@ class FakeSocket {
 globalThis.WebSocket = FakeSocket;
 globalThis.location = { protocol: 'http:', host: 'example.test' };
 
-const { LiveClient } = await import('../../static/js/live.js');
-const { RunStore } = await import('../../static/js/store.js');
+const { LiveClient } = await import('../../static/js/core/live.js');
+const { RunStore } = await import('../../static/js/charts/store.js');
 
 function client(seqs) {
   const applied = [];
@@ -73,7 +73,7 @@ test('a reset reloads; a reconnect resubscribes from the last applied seq', asyn
   assert.deepEqual(resets, [3]);
   seqs[3] = 42;
   ws.close();
-  await new Promise((r) => setTimeout(r, 800));
+  await new Promise((r) => { setTimeout(r, 800); });
   const again = FakeSocket.all.at(-1);
   assert.notEqual(again, ws);
   again.open();

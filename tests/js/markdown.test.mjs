@@ -1,9 +1,9 @@
-// Run notes' markdown (static/js/markdown.js): the subset it renders and the markup it never lets
+// Run notes' markdown (static/js/core/markdown.js): the subset it renders and the markup it never lets
 // through.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { parseMarkdown, toHTML } from '../../static/js/markdown.js';
+import { parseMarkdown, toHTML } from '../../static/js/core/markdown.js';
 
 const html = (src) => toHTML(parseMarkdown(src));
 

@@ -1,11 +1,11 @@
-// The Normalize toggle's pure rules (static/js/normalized.js): which charts switch, twin
+// The Normalize toggle's pure rules (static/js/charts/normalized.js): which charts switch, twin
 // look-up per run, and the range badge.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
   badgeFor, chartBadge, formatBound, normalizes, rangeText, TwinIndex,
-} from '../../static/js/normalized.js';
+} from '../../static/js/charts/normalized.js';
 
 const e = (over = {}) => ({ id: 'x', kind: 'reward', key: 'reward', stat: 'mean', env: null, ...over });
 

@@ -1,15 +1,15 @@
 // The pure parts of the run overview and run list: config leaves, search and diff
-// (config.js), run search / filter / sort (runfilter.js), progress and ETA (runprogress.js) and
-// the choice of headline charts (headline.js).
+// (core/config.js), run search / filter / sort (runs/filter.js), progress and ETA (runs/progress.js) and
+// the choice of headline charts (charts/headline.js).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { diffConfigs, filterConfig, flattenConfig, formatValue } from '../../static/js/config.js';
-import { mergePoints, pickHeadlines } from '../../static/js/headline.js';
-import { parseQuery, runFilter, sortRuns } from '../../static/js/runfilter.js';
+import { diffConfigs, filterConfig, flattenConfig, formatValue } from '../../static/js/core/config.js';
+import { mergePoints, pickHeadlines } from '../../static/js/charts/headline.js';
+import { parseQuery, runFilter, sortRuns } from '../../static/js/runs/filter.js';
 import {
   etaNow, formatDuration, progressOf, progressText, rateText, recentStepSeconds, stepSeconds,
-} from '../../static/js/runprogress.js';
+} from '../../static/js/runs/progress.js';
 
 const CONFIG = { algorithm: 'grpo', lr: 1e-6, optim: { name: 'adamw', betas: [0.9, 0.95], eps: null },
   data: { envs: ['countdown', 'math'], shuffle: true }, empty: {} };

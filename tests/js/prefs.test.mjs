@@ -1,16 +1,16 @@
-// Saved chart settings and their badges (static/js/prefs.js).
+// Saved chart settings and their badges (static/js/charts/prefs.js).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-// prefs.js keeps its settings in localStorage: a Map stands in for it here.
+// charts/prefs.js keeps its settings in localStorage: a Map stands in for it here.
 const storage = new Map();
 globalThis.localStorage = {
   getItem: (k) => (storage.has(k) ? storage.get(k) : null),
   setItem: (k, v) => storage.set(k, String(v)),
 };
 
-const { ChartPrefs, chartDefaults, settingBadges } = await import('../../static/js/prefs.js');
-const { ALL_TOGETHER, EVERY_ENV } = await import('../../static/js/compose.js');
+const { ChartPrefs, chartDefaults, settingBadges } = await import('../../static/js/charts/prefs.js');
+const { ALL_TOGETHER, EVERY_ENV } = await import('../../static/js/charts/compose.js');
 
 const reward = { id: 'reward|reward|mean|', kind: 'reward', key: 'reward', stat: 'mean', env: null };
 const timing = { id: 'step|timing_step_total||', kind: 'step', key: 'timing_step_total', stat: null, env: null };
@@ -66,8 +66,8 @@ test('a timing chart shows its first step only on request: that is the badge', (
 });
 
 test('a stored Max time is hours, as the number input saved it; a negative one is no limit', async () => {
-  const { loadPage } = await import('../../static/js/prefs.js');
-  const { formatDuration } = await import('../../static/js/duration.js');
+  const { loadPage } = await import('../../static/js/charts/prefs.js');
+  const { formatDuration } = await import('../../static/js/core/duration.js');
   storage.set('telescope.page.v1', JSON.stringify({ maxTime: 1.5 }));
   assert.equal(loadPage().maxTime, 1.5);
   assert.equal(formatDuration(loadPage().maxTime * 3600), '1h30m'); // what the control shows

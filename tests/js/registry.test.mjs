@@ -1,4 +1,4 @@
-// The metric registry (static/js/registry.js): every key the seeds' references name is
+// The metric registry (static/js/core/registry.js): every key the seeds' references name is
 // described (the key list is read from the spec markdown itself, so a key the registry lacks
 // fails here); phases, patterns, unknown keys; hints are data the evaluator knows.
 import assert from 'node:assert/strict';
@@ -6,9 +6,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
-import { HINT_RULES } from '../../static/js/health.js';
+import { HINT_RULES } from '../../static/js/charts/health.js';
 import { specRows } from './fixtures/spec_keys.mjs';
-import { describe, hintsFor, RECORDS, tooltip } from '../../static/js/registry.js';
+import { describe, hintsFor, RECORDS, tooltip } from '../../static/js/core/registry.js';
 
 // The seeds live beside the repository (../shared/spec from its root); TELESCOPE_SPEC_DIR points elsewhere.
 const SPEC_DIR = process.env.TELESCOPE_SPEC_DIR

@@ -5,9 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { sortRuns, STATUSES as LISTED } from '../../static/js/runfilter.js';
-import { progressOf, progressText, stepSeconds, stepsDone } from '../../static/js/runprogress.js';
-import { BADGE_CLASS, STATUSES, connectionText, deletedText, deletion, statusMayDrift } from '../../static/js/runstate.js';
+import { sortRuns, STATUSES as LISTED } from '../../static/js/runs/filter.js';
+import { progressOf, progressText, stepSeconds, stepsDone } from '../../static/js/runs/progress.js';
+import { BADGE_CLASS, STATUSES, connectionText, deletedText, deletion, statusMayDrift } from '../../static/js/runs/state.js';
 
 test('progress counts steps done, from the server when it says', () => {
   const hf = { first_step: 1, last_step: 24, steps_done: 24, total_steps: 24 };

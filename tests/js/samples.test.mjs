@@ -1,13 +1,13 @@
-// The sample viewer's pure parts (static/js/samples.js) and the chart-click link to it
-// (static/js/samplelink.js): colours by range and invert, groups, best vs worst, search
+// The sample viewer's pure parts (static/js/samples/pure.js) and the chart-click link to it
+// (static/js/charts/samplelink.js): colours by range and invert, groups, best vs worst, search
 // highlighting, the API query, and the step a click on a chart lands on.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
   bestAndWorst, countMatches, fmt, groupsOf, highlightParts, hueOf, keyOf, normalized, samplesQuery,
-} from '../../static/js/samples.js';
-import { linksSamples, samplesUrl, stepOfClick } from '../../static/js/samplelink.js';
+} from '../../static/js/samples/pure.js';
+import { linksSamples, samplesUrl, stepOfClick } from '../../static/js/charts/samplelink.js';
 
 test('a value is placed in its range, clamped, reversed when inverted', () => {
   const r = { min: 0, max: 2, invert: false };

@@ -1,12 +1,12 @@
-// The state strip of a categorical step key (static/js/states.js) and the store's handling of
+// The state strip of a categorical step key (static/js/charts/states.js) and the store's handling of
 // string values (live merge, no pairwise compaction).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
   buildStateFigure, discreteScale, STATE_COLORS, stateCounts, stateRuns, stripCells, valueOrder,
-} from '../../static/js/states.js';
-import { mergePoints } from '../../static/js/transforms.js';
+} from '../../static/js/charts/states.js';
+import { mergePoints } from '../../static/js/charts/transforms.js';
 
 const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
 const page = (over = {}) => ({ xaxis: 'step', ema: true, span: 10, normalize: true, maxStep: null, maxTime: null, ...over });

@@ -1,9 +1,9 @@
-// Text helpers (static/js/text.js) and All-view placement (static/js/catalog.js).
+// Text helpers (static/js/core/text.js) and All-view placement (static/js/core/catalog.js).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { age, compileSearch, csvField, escapePlotly, safeFilename, toCSV } from '../../static/js/text.js';
-import { defaultChartSettings, layout, sectionKey, siblingKey, wantsBand } from '../../static/js/catalog.js';
+import { age, compileSearch, csvField, escapePlotly, safeFilename, toCSV } from '../../static/js/core/text.js';
+import { defaultChartSettings, layout, sectionKey, siblingKey, wantsBand } from '../../static/js/core/catalog.js';
 
 const e = (kind, key, section, group, label, stat = null, env = null) => ({
   id: `${kind}|${key}|${stat ?? ''}|${env ?? ''}`, kind, key, stat, env, section, group, label });

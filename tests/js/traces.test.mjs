@@ -1,8 +1,8 @@
-// What one chart draws (static/js/traces.js): overlay, EMA, outliers, normalized charts, bands.
+// What one chart draws (static/js/charts/traces.js): overlay, EMA, outliers, normalized charts, bands.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { buildFigure, withAlpha } from '../../static/js/traces.js';
+import { buildFigure, withAlpha } from '../../static/js/charts/traces.js';
 
 const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
 const page = (over = {}) => ({ xaxis: 'step', ema: false, span: 10, normalize: false, maxStep: null, maxTime: null, ...over });

@@ -1,4 +1,4 @@
-// Pure transforms of the Metrics page (static/js/transforms.js).
+// Pure transforms of the Metrics page (static/js/charts/transforms.js).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -6,7 +6,7 @@ import {
   acceptMask, alignByStep, autoscale, autoscalePad, clampSpan, compact, ema, emaAlpha, extent,
   firstStepTime, fromPayload, limitIndices, lowerBound, mergePoints, outlierBounds, padRange,
   positiveExtent, quantile, spliceDetail, timeAxis, timeUnit,
-} from '../../static/js/transforms.js';
+} from '../../static/js/charts/transforms.js';
 
 const close = (a, b, eps = 1e-12) => assert.ok(Math.abs(a - b) <= eps, `${a} != ${b}`);
 

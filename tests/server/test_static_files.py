@@ -163,12 +163,12 @@ PROSE = """\
 import {
   h,
   byId,
-} from './dom.js';
-import './features.js';
-export { compileSearch } from "./text.js";
+} from './core/dom.js';
+import './charts/features.js';
+export { compileSearch } from "./core/text.js";
 
 export async function later() {
-  return import('./heatmap.js');
+  return import('./charts/heatmap.js');
 }
 """
 
@@ -185,22 +185,23 @@ def test_collect_rewrites_imports_and_runs_only_when_a_source_changed(tmp_path: 
         prose = (root / paths["js/prose.js"]).read_text()
         specs = specifiers(prose)
         assert len(specs) == 4  # the comment's "import x from" is prose, left alone
-        for spec, name in zip(specs, ("dom", "features", "text", "heatmap"), strict=True):
-            assert spec == "./" + Path(paths[f"js/{name}.js"]).name
+        names = ("core/dom", "charts/features", "core/text", "charts/heatmap")
+        for spec, name in zip(specs, names, strict=True):  # in subfolders, relative to js/
+            assert spec == "./" + paths[f"js/{name}.js"].removeprefix("js/")
         assert "'./missing.js'" in prose
-        assert (root / (paths["js/text.js"] + ".gz")).is_file()
-        assert not (root / "js" / "text.js").exists()  # only hashed names are kept
+        assert (root / (paths["js/core/text.js"] + ".gz")).is_file()
+        assert not (root / "js" / "core" / "text.js").exists()  # only hashed names are kept
 
         assert assets.collect() is False  # nothing changed: nothing done
-        with open(src / "js" / "text.js", "a") as f:
+        with open(src / "js" / "core" / "text.js", "a") as f:
             f.write("\n// edited\n")
         assert assets.collect() is True
         edited = json.loads((root / "staticfiles.json").read_text())["paths"]
-        assert edited["js/text.js"] != paths["js/text.js"]
-        assert not (root / paths["js/text.js"]).exists()  # the old version is gone
+        assert edited["js/core/text.js"] != paths["js/core/text.js"]
+        assert not (root / paths["js/core/text.js"]).exists()  # the old version is gone
         # A module importing it names the new version, so its own hash changed too.
         assert edited["js/prose.js"] != paths["js/prose.js"]
-        assert edited["js/dom.js"] == paths["js/dom.js"]
+        assert edited["js/core/dom.js"] == paths["js/core/dom.js"]
         assert assets.collect() is False
 
 

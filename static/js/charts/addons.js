@@ -1,6 +1,7 @@
+// @ts-check
 // Chart add-ons: features that attach to every chart card without the card knowing them (the
 // distribution heatmap, health hints). An add-on is {tools(chart) → Element | null, drawn(chart,
-// fig)}; each registers itself once (see features.js, imported by the Metrics page). Cards ask
+// fig)}; each registers itself once (see charts/features.js, imported by the Metrics page). Cards ask
 // here for their extra header tools when built and report every draw.
 
 const ADDONS = [];

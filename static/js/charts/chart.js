@@ -1,20 +1,21 @@
+// @ts-check
 // One chart card, the base of both views' cards: its DOM, per-chart settings (and their badges),
 // Plotly rendering and release, zoom-driven detail loading, fullscreen, CSV and PNG export. The
-// All view (view.js) makes a Chart per family of series (compose.familyKey); the Custom view's
-// plots (custom_plot.js `Plot`) extend it to draw a layout plot's series. The run legend
-// (legend.js) and the synced cursor (cursor.js) attach to its plot.
+// All view (charts/view.js) makes a Chart per family of series (compose.familyKey); the Custom view's
+// plots (custom/plot.js `Plot`) extend it to draw a layout plot's series. The run legend
+// (charts/legend.js) and the synced cursor (charts/cursor.js) attach to its plot.
 
 import { addonDrawn, addonTools } from './addons.js';
-import { getSeries, MAX_POINTS_LIMIT } from './api.js';
-import { download, h, icon } from './dom.js';
+import { getSeries, MAX_POINTS_LIMIT } from '../core/api.js';
+import { download, h, icon } from '../core/dom.js';
 import { familyTitle, offers, selectMembers, TWINNED_STATS } from './compose.js';
 import { buildComposedFigure } from './composed.js';
 import { attachCursor } from './cursor.js';
 import { legendParts, legendSignature, RunLegend } from './legend.js';
 import { chartBadge, normalizes } from './normalized.js';
 import { chartDefaults, settingBadges } from './prefs.js';
-import { describe, tooltip } from './registry.js';
-import { escapePlotly, safeFilename, toCSV } from './text.js';
+import { describe, tooltip } from '../core/registry.js';
+import { escapePlotly, safeFilename, toCSV } from '../core/text.js';
 import { sketch } from './sketch.js';
 import { buildStateFigure } from './states.js';
 import { RANGE_REFRESH_MS } from './store.js';
@@ -40,6 +41,10 @@ export class Chart {
     this.family = family;
     // A composed chart's legend choices (envelope, env filter) are settings too, saved with them.
     this.settings = { ...chartDefaults(entry, Boolean(family)), ...page.prefs.get(entry, Boolean(family)) };
+    /** @type {object | null} its place in the All view (core/catalog.js Placer; charts/view.js) */
+    this.place = null;
+    /** whether it is in the All view's Data quality section */
+    this.quality = false;
     this.near = false;
     this.inView = false;
     this.rendered = false;
@@ -95,7 +100,7 @@ export class Chart {
     this.updateSettingBadges();
   }
 
-  /** The badges of the settings that differ from the defaults (prefs.js); none: no work. */
+  /** The badges of the settings that differ from the defaults (charts/prefs.js); none: no work. */
   updateSettingBadges() {
     if (this.categorical) return;
     const defaults = chartDefaults(this.entry, Boolean(this.family));

@@ -1,4 +1,5 @@
-// Pure rules of composed charts (issue 10): which catalog entries share one chart of the All
+// @ts-check
+// Pure rules of composed charts (fewer, denser charts): which catalog entries share one chart of the All
 // view, the part each plays in it (mean line, ± std band, min/max envelope, stacked count, plain
 // line), which environments a chart offers, and which series are data-quality counters.
 // One chart per metric, not per statistic: the reader sees a distribution at a glance.

@@ -1,3 +1,4 @@
+// @ts-check
 // Pure figure building of a composed chart (one metric, its statistics and environments): per
 // run, a line for each environment shown, the ± std band and min/max envelope of one of them,
 // or stacked counts, and a dot on the last point of each run's main line. Colour stays the
@@ -8,7 +9,7 @@ import {
   baseLayout, lastPointTrace, lineTraces, polygon, prepareRun, referenceShapes, withAlpha, xOf, yAxisRange,
 } from './traces.js';
 import { alignByStep, timeUnit } from './transforms.js';
-import { escapePlotly } from './text.js';
+import { escapePlotly } from '../core/text.js';
 
 const DASHES = ['dot', 'dash', 'longdash', 'dashdot', 'longdashdot'];
 

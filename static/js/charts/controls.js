@@ -1,9 +1,10 @@
+// @ts-check
 // Page-level controls of the Metrics page: x axis, EMA and span, max step / time (a duration:
 // `1h30m`, `2d`, or hours), Normalize, metric search. Every valid change is saved
 // (localStorage) and reported to the page; an invalid one is flagged and changes nothing.
 
-import { h } from './dom.js';
-import { formatDuration, parseDuration } from './duration.js';
+import { h } from '../core/dom.js';
+import { formatDuration, parseDuration } from '../core/duration.js';
 import { loadPage, savePage } from './prefs.js';
 import { clampSpan, SPAN_MAX, SPAN_MIN } from './transforms.js';
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The synced cursor: while Ctrl (or ⌘ on macOS) is held and the pointer hovers a chart, every
 // other visible, rendered chart shows its hover at the same x — the same step, or the same time
 // since each run's first step (each chart counts time in its own unit), whichever axis the
@@ -29,7 +30,9 @@ function local(chart, x) {
 /** Charts that can show the cursor: rendered, shown, in view, on the same kind of axis. */
 function targets(from) {
   const out = [];
-  for (const el of document.querySelectorAll('.chart.rendered')) {
+  /** @type {NodeListOf<ChartElement>} */
+  const cards = document.querySelectorAll('.chart.rendered');
+  for (const el of cards) {
     const c = el.chart;
     if (c && c !== from.chart && !el.hidden && c.inView && c.rendered && axisOf(c) === from.kind) out.push(c);
   }

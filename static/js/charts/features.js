@@ -1,4 +1,5 @@
-// The chart add-ons of the Metrics page, registered in one place (see addons.js).
+// @ts-check
+// The chart add-ons of the Metrics page, registered in one place (see charts/addons.js).
 
 import './heatmap.js';
 import './health.js';

@@ -1,11 +1,12 @@
-// The overview's headline charts (issue 13): which of reward mean, informative groups, loss,
+// @ts-check
+// The overview's headline charts: which of reward mean, informative groups, loss,
 // grad norm and step time a run has (pickHeadlines, pure, titled by the metric registry), and a
 // small grid of Plotly charts of them that live points extend in place (HeadlineCharts).
 
-import { getSeries } from './api.js';
-import { h, themeColors } from './dom.js';
-import { describe } from './registry.js';
-import { escapePlotly } from './text.js';
+import { getSeries } from '../core/api.js';
+import { h, themeColors } from '../core/dom.js';
+import { describe } from '../core/registry.js';
+import { escapePlotly } from '../core/text.js';
 import { baseLayout } from './traces.js';
 
 const MAX_POINTS = 800;

@@ -1,5 +1,6 @@
-// Health hints of registered metrics (issue 10, item 3): the pure evaluator of the registry's
-// hint rules (registry.js holds the hints as data), and the chart add-on (addons.js) that
+// @ts-check
+// Health hints of registered metrics, to flag a chart that looks wrong: the pure evaluator of the registry's
+// hint rules (core/registry.js holds the hints as data), and the chart add-on (charts/addons.js) that
 // evaluates them on the primary run's loaded series and marks the chart header (⚠ with the
 // messages as its tooltip and accessible name) and, through the view's `setHealth`, its section.
 //
@@ -12,9 +13,9 @@
 // mark is refreshed when it is next drawn.
 
 import { registerAddon } from './addons.js';
-import { getRun } from './api.js';
-import { h } from './dom.js';
-import { hintsFor } from './registry.js';
+import { getRun } from '../core/api.js';
+import { h } from '../core/dom.js';
+import { hintsFor } from '../core/registry.js';
 
 const finite = (v) => typeof v === 'number' && Number.isFinite(v);
 

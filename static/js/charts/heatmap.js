@@ -1,15 +1,17 @@
-// The distribution heatmap of a reward, sample-metric or completion-length chart (issue 10,
-// item 4). Registers its chart add-on (addons.js): a "Distribution" button in the chart's header
+// @ts-check
+// The distribution heatmap of a reward, sample-metric or completion-length chart: how
+// values spread at each step, which a mean line hides. Registers its chart add-on
+// (charts/addons.js): a "Distribution" button in the chart's header
 // opens a panel below its plot with the first run's values over steps — step buckets × value
 // bins, counted by the server from the raw samples (GET /api/runs/<id>/distribution) — and an
 // environment picker when the run has several. A second click or Escape closes it. The pure
 // parts (which charts have one, the figure, labels, colours) are exported for node tests.
 
 import { registerAddon } from './addons.js';
-import { getDistribution } from './api.js';
+import { getDistribution } from '../core/api.js';
 import { ALL_TOGETHER, EVERY_ENV } from './compose.js';
-import { h } from './dom.js';
-import { escapePlotly } from './text.js';
+import { h } from '../core/dom.js';
+import { escapePlotly } from '../core/text.js';
 
 /** Statistics of a value chart (mean line, ± std band, min/max envelope): its distribution. */
 const VALUE_STATS = new Set(['mean', 'std', 'min', 'max']);

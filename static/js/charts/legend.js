@@ -1,3 +1,4 @@
+// @ts-check
 // Chart legends. A composed chart's (All view): what its lines are (the pooled series solid,
 // each environment its own dash), toggles of the ± std band and the min/max envelope, and the
 // environment filter. Plotly's own legend would toggle traces one by one and forget it on the
@@ -7,7 +8,7 @@
 
 import { ALL_TOGETHER, envOptions, EVERY_ENV, offers } from './compose.js';
 import { DASHARRAY, envDash } from './composed.js';
-import { h } from './dom.js';
+import { h } from '../core/dom.js';
 
 /** Changes only when the chart's statistics or environments do (a rebuild is due). */
 export function legendSignature(entries) {

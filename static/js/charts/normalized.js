@@ -1,3 +1,4 @@
+// @ts-check
 // Pure rules of the Normalize toggle (docs/statistics.md "Normalization"): which charts switch,
 // how a series finds its normalized twin in a run's catalog, and the badge that says where a
 // normalized chart's range came from. The values themselves are normalized on the server.

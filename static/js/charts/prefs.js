@@ -1,10 +1,11 @@
+// @ts-check
 // Settings that survive a reload (localStorage): page controls, per-chart settings (a composed
 // chart's legend choices too), collapsed sections, and the badges naming a chart's settings
 // that differ from its defaults. Every read is validated, so a stale or hand-edited entry
 // cannot break the page.
 
 import { clampSpan, SPAN_DEFAULT } from './transforms.js';
-import { defaultChartSettings } from './catalog.js';
+import { defaultChartSettings } from '../core/catalog.js';
 import { ALL_TOGETHER, EVERY_ENV } from './compose.js';
 
 const PAGE_KEY = 'telescope.page.v1';
@@ -55,7 +56,7 @@ export function savePage(settings) {
 }
 
 /**
- * A chart's default settings: the entry's (catalog.js), plus, for a composed chart (All view),
+ * A chart's default settings: the entry's (core/catalog.js), plus, for a composed chart (All view),
  * its legend's min/max envelope shown and every environment overlaid.
  */
 export function chartDefaults(entry, composed = false) {

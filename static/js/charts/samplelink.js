@@ -1,11 +1,12 @@
-// From a chart to the samples behind it (issue 17): a chart add-on (addons.js) on every reward
-// and sample-metric chart. Clicking a point opens the sample viewer at that run and step
+// @ts-check
+// From a chart to the samples behind it, to read what a curve means: a chart add-on
+// (charts/addons.js) on every reward and sample-metric chart. Clicking a point opens the sample viewer at that run and step
 // (/runs/<id>/samples?step=S; Ctrl/⌘-click: a new tab), and a "Samples" tool in the card's header
-// opens it at the newest step. Registered in features.js; a late import also attaches to the
+// opens it at the newest step. Registered in charts/features.js; a late import also attaches to the
 // charts already drawn. `stepOfClick` is pure, for node tests.
 
 import { registerAddon } from './addons.js';
-import { h } from './dom.js';
+import { h } from '../core/dom.js';
 import { xOf } from './traces.js';
 
 const KINDS = new Set(['reward', 'sample']);
@@ -85,7 +86,9 @@ registerAddon({
 
 // Imported after the charts were drawn (a late import): attach to those on the page now.
 if (typeof document !== 'undefined') {
-  for (const el of document.querySelectorAll('.chart')) {
+  /** @type {NodeListOf<ChartElement>} */
+  const cards = document.querySelectorAll('.chart');
+  for (const el of cards) {
     if (el.chart?.rendered && linksSamples(el.chart)) attach(el.chart);
   }
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // A quick canvas drawing of a chart's figure, shown while plotly.min.js (4.6 MB, seconds to
 // evaluate on a cold cache) is still loading; the Plotly chart replaces it when ready.
 
@@ -32,7 +33,7 @@ function yRange(fig) {
   const r = fig.layout.yaxis.range;
   if (r && fig.layout.yaxis.type !== 'log') return r;
   const e = extent(...fig.data.map((t) => t.y), fig.layout.shapes.map((s) => s.y0));
-  return e ? padRange(e) : [0, 1]; // the charts' own autoscale rule (transforms.js)
+  return e ? padRange(e) : [0, 1]; // the charts' own autoscale rule (charts/transforms.js)
 }
 
 /** A markers-only trace (the last-point dot): filled circles. */

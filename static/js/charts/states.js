@@ -1,10 +1,11 @@
+// @ts-check
 // Pure figure building for a categorical step key (values are strings, e.g. "applied" /
 // "skipped"): a state strip on the step axis, one row per run, one coloured band per run of
 // equal consecutive values, a legend of each value with its count of steps. Drawn as one
 // heatmap per row whose cells are the bands, so 10k steps cost one image, not 10k shapes.
 
 import { limitIndices } from './transforms.js';
-import { escapePlotly } from './text.js';
+import { escapePlotly } from '../core/text.js';
 
 /** Colours of values (Okabe–Ito, colour-blind safe), by first appearance. */
 export const STATE_COLORS = ['#0072b2', '#e69f00', '#009e73', '#d55e00', '#cc79a7', '#56b4e9',
@@ -98,7 +99,7 @@ function limited(run, page) {
 
 /**
  * The figure of a categorical chart: {data, layout, points, prepared, legend}. `runs` as for
- * buildFigure (traces.js); `legend`: [{id, name, items: [{value, color, count}]}], one per run.
+ * buildFigure (charts/traces.js); `legend`: [{id, name, items: [{value, color, count}]}], one per run.
  */
 export function buildStateFigure({ runs, page, theme, zoom = null }) {
   const prepared = runs.map((r) => limited(r, page)).filter(Boolean);

@@ -1,7 +1,8 @@
+// @ts-check
 // Client-side state of the runs on the page: catalog, loaded series, live deltas, and the
 // batched, lazy loading of series over HTTP.
 
-import { getCatalog, getSeries } from './api.js';
+import { getCatalog, getSeries } from '../core/api.js';
 import { familyKey } from './compose.js';
 import { TwinIndex } from './normalized.js';
 import { firstStepTime, fromPayload, mergePoints } from './transforms.js';
@@ -32,6 +33,10 @@ export class RunStore {
     this.firstStep = null;
     this.t0 = null;
     this.maxPoints = 1000;
+    /** @type {string | null} the run's colour (the page sets it: core/dom.js runColor) */
+    this.color = null;
+    /** @type {(() => void) | null} called when an earlier first step (the time axis' origin) is seen */
+    this.onFirstStep = null;
   }
 
   /** Load the catalog (or take one the page came with); sets the seq live updates follow. */

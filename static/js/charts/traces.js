@@ -1,3 +1,4 @@
+// @ts-check
 // Pure figure building: what one chart draws (Plotly traces and layout) from the series of
 // every overlaid run, the chart's own settings and the page controls. No DOM, no Plotly.
 // A normalized chart gets its runs' normalized series (already 0–1, from the server): values
@@ -7,7 +8,7 @@ import {
   acceptMask, alignByStep, autoscale, ema, extent, limitIndices, outlierBounds, padRange, pick,
   positiveExtent, timeAxis, timeUnit,
 } from './transforms.js';
-import { escapePlotly } from './text.js';
+import { escapePlotly } from '../core/text.js';
 
 /** '#rrggbb' → 'rgba(r,g,b,a)'. */
 export function withAlpha(hex, alpha) {
@@ -50,6 +51,7 @@ export function xOf(p, page, unit, step, time) {
   return page.xaxis === 'time' ? timeAxis(time, p.t0, unit) : step;
 }
 
+/** @returns {PlotlyTrace[]} */
 export function lineTraces(p, x, page) {
   const name = escapePlotly(p.run.name);
   const color = p.run.color;
@@ -161,7 +163,10 @@ export function lastPointTrace(p, x, theme) {
   return null;
 }
 
-/** The layout every line chart shares (axes, theme, hover), with its y-range and shapes. */
+/**
+ * The layout every line chart shares (axes, theme, hover), with its y-range and shapes.
+ * @returns {PlotlyLayout}
+ */
 export function baseLayout({ chart, page, theme, unit, yRange, zoom, shapes }) {
   const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true,
     tickfont: { size: 10 } };

@@ -1,6 +1,7 @@
+// @ts-check
 // Pure numeric transforms of chart data (no DOM, no Plotly): EMA, outlier bounds, time axis,
 // the y autoscale rule, and merging live points into (possibly downsampled) arrays.
-// (Normalization is the server's: see normalized.js.)
+// (Normalization is the server's: see charts/normalized.js.)
 // Tested with `node --test tests/js/`.
 
 export const SPAN_MIN = 2;
@@ -28,6 +29,7 @@ export function emaAlpha(span) {
 export function ema(values, span, accept = null) {
   const alpha = emaAlpha(span);
   const out = new Array(values.length);
+  /** @type {number | null} */
   let state = null;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
@@ -117,7 +119,10 @@ export function autoscalePad([lo, hi]) {
   return Math.max(0.1 * (hi - lo), 0.05 * Math.abs(hi), 1e-10);
 }
 
-/** [lo, hi] widened on both sides by autoscalePad. */
+/**
+ * [lo, hi] widened on both sides by autoscalePad.
+ * @param {number[]} range [lo, hi]
+ */
 export function padRange([lo, hi]) {
   const pad = autoscalePad([lo, hi]);
   return [lo - pad, hi + pad];

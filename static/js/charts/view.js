@@ -1,10 +1,11 @@
+// @ts-check
 // The All view: collapsible sections and groups of chart cards, built incrementally as catalog
 // entries arrive (snapshot, then live), kept in page order, filtered by the metric search.
 
-import { compareRanks, Placer } from './catalog.js';
+import { compareRanks, Placer } from '../core/catalog.js';
 import { Chart } from './chart.js';
 import { anyNonZero, familyKey, isQuality, primaryOf, QUALITY_SECTION } from './compose.js';
-import { h } from './dom.js';
+import { h } from '../core/dom.js';
 import { loadCollapsed, saveCollapsed } from './prefs.js';
 
 function insertSorted(parent, list, item) {
@@ -27,6 +28,7 @@ export class AllView {
     this.bySeries = new Map(); // any raw series id a chart draws -> Chart
     this.quality = new Set(); // the Data quality section's charts
     this.collapsed = loadCollapsed();
+    /** @type {import('../core/text.js').Search} */
     this.filter = { test: () => true };
     this.order = 0;
   }
@@ -160,7 +162,7 @@ export class AllView {
   // ------------------------------------------------------------ health hints
 
   /**
-   * The firing health hints of a chart (health.js; [] when none): its section's header counts
+   * The firing health hints of a chart (charts/health.js; [] when none): its section's header counts
    * the charts that warn and lists their messages in its tooltip.
    */
   setHealth(chart, messages) {

@@ -1,3 +1,4 @@
+// @ts-check
 // The read API (docs/protocol.md "HTTP endpoints") and the page writes (run colour, Custom view
 // layout; both CSRF-protected).
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Pure placement rules of the All view: which section and group a catalog entry goes to, in
 // which order sections, groups and charts appear, and per-chart defaults.
 

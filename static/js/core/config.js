@@ -1,4 +1,5 @@
-// A run's config as data (issue 13), pure: its leaves with their paths, a search that prunes the
+// @ts-check
+// A run's config as data, pure: its leaves with their paths, a search that prunes the
 // tree to what matches, and the side-by-side comparison of several runs' configs.
 
 /** How a leaf reads: strings as they are, everything else as JSON ({} and [] when empty). */

@@ -1,3 +1,4 @@
+// @ts-check
 // DOM helpers. Text always goes in as text (textContent / attributes), never as HTML, so a
 // metric or run name such as `<img src=x onerror=alert(1)>` is shown as it is.
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Durations as people type them, for the Max time control: `90m`, `1h30m`, `2d`, `45s`, `1.5h`,
 // `1d 2h`, and a bare number meaning hours (what the control took before, and what stored page
 // settings hold). Pure: no DOM. Tested with `node --test tests/js/`.

@@ -1,3 +1,4 @@
+// @ts-check
 // The browser end of `/ws/live/` (telescope_ui/live.py): subscriptions per run, sequence
 // checking, resync, and reconnection with backoff.
 

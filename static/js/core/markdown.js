@@ -1,4 +1,5 @@
-// Run notes as markdown, rendered safely (issue 13). A small subset: paragraphs (a single line
+// @ts-check
+// Run notes as markdown, rendered safely (no HTML passes through). A small subset: paragraphs (a single line
 // break is kept), headings, `-` / `1.` lists, fenced code blocks, **strong**, *emphasis*,
 // `code` and [links](https://…) whose target is http(s) only; anything else stays as text.
 //
@@ -7,6 +8,8 @@
 // no markup a user typed can reach the page. `toHTML` (for tests) escapes every text.
 
 const ESCAPABLE = '\\`*_[]()#+-.!>';
+// A link's URL: no space, quote or angle bracket, and no control character (they end it).
+// eslint-disable-next-line no-control-regex -- the control characters are what it refuses
 const URL_RE = /^https?:\/\/[^\s<>"'`\\\u0000-\u001f\u007f]+$/i;
 // A bare URL in text becomes a link; trailing punctuation stays text.
 const AUTOLINK_RE = /^https?:\/\/[^\s<>"'`]*[^\s<>"'`.,;:!?)\]]/i;

@@ -1,8 +1,9 @@
-// The metric registry (issue 10, item 3): one table of plain records, one per key of the seeds'
+// @ts-check
+// The metric registry, data rather than code: one table of plain records, one per key of the seeds'
 // references (../shared/spec/telescope-metrics.md: step metrics and timing keys;
 // posttrain-metrics-reference.md: shared, GRPO, reward and grouping, PPO, DPO, OPD, NFT, flow-BC,
 // optimizer outcome and validation keys): a human title, a one-line description, a unit, the
-// aggregation rule, and the health hints the seeds establish (evaluated by health.js). Data, not
+// aggregation rule, and the health hints the seeds establish (evaluated by charts/health.js). Data, not
 // code paths: the lookup below is the only logic. A chart asks `describe(key)` for its title and
 // "?" tooltip; an unknown key keeps its key as the title.
 //
@@ -11,7 +12,7 @@
 // a `train/` key its bare one. A `{name}` in a key is a variable part (a pattern entry); `vars`
 // lists its allowed values with their words, else any `[A-Za-z0-9_]+` is taken as written.
 //
-// Hints: {rule, ...parameters, message}. Rules (health.js): `nonzero-when-config`,
+// Hints: {rule, ...parameters, message}. Rules (charts/health.js): `nonzero-when-config`,
 // `near-zero`, `ratio-with-jump`, `increases`, `last-above`, `equals`, `trend`. `refs` name the
 // other keys a rule reads, as leaves resolved under the key's own phase (`train/kl_max` reads
 // `train/kl_mean`). `{word}` in a message is filled with what the rule found.

@@ -1,3 +1,4 @@
+// @ts-check
 // When charts draw: only near the viewport, at most a few redraws per second each however fast
 // data arrives, visible charts first, and no more work per animation frame than a budget.
 // Far from the viewport a chart releases its Plotly resources.
@@ -15,6 +16,8 @@ export class Scheduler {
     this.queue = new Set();
     this.raf = 0;
     this.timer = 0;
+    /** @type {(() => void) | null} called when the queue has nothing in view left to draw */
+    this.onSettled = null;
   }
 
   request(chart) {

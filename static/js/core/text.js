@@ -1,3 +1,4 @@
+// @ts-check
 // Pure text helpers: escaping for Plotly (which renders a subset of HTML in its strings),
 // metric search by name or regular expression, CSV, safe file names.
 
@@ -15,9 +16,19 @@ export function searchText(entry) {
 }
 
 /**
+ * A metric search: `test(entry)` says whether a catalog entry (or {key, label}) matches; `error`
+ * is the invalid regex's message.
+ * @typedef {{test: (entry: {key?: string, label?: string, section?: string, group?: string}) => boolean,
+ *   error?: string | null}} Search
+ */
+
+/**
  * A predicate over catalog entries for a metric search. Plain text matches case-insensitively
  * as a substring; with `regex` the query is a JavaScript regular expression (case-insensitive).
  * An empty query matches everything. An invalid regex matches everything and reports `error`.
+ * @param {string | null | undefined} query
+ * @param {boolean} [regex]
+ * @returns {Search}
  */
 export function compileSearch(query, regex = false) {
   const q = String(query || '').trim();

@@ -1,16 +1,17 @@
+// @ts-check
 // The Custom view's board: the dashboard's sections (collapsible), their groups and plots, put
 // on the page from the layout and kept in its order. Everything moves by drag and drop
-// (custom_drag.js: within and across lists; metrics and groups of the metric list drop in as
+// (custom/drag.js: within and across lists; metrics and groups of the metric list drop in as
 // new plots) and by keyboard (each node's move buttons step it through the page order,
 // custom_ops.shiftNode). Each node has its tools: rename, collapse, wide, add a group or a
 // series, remove. Edits go through `view.edit`, which saves them and calls render().
 
-import { dragged, notGroup, PLOTS, SECTIONS, sortable } from './custom_drag.js';
+import { notGroup, PLOTS, SECTIONS, sortable } from './drag.js';
 import {
   dropInto, findNode, insertNode, listOf, newGroup, newSection, NEW_SECTION, removeNode, ROOT, shiftNode, updateNode,
-} from './custom_ops.js';
-import { plotTitle } from './custom_tree.js';
-import { h } from './dom.js';
+} from './ops.js';
+import { plotTitle } from './tree.js';
+import { h } from '../core/dom.js';
 
 const TOOLS = {
   section: [['Rename', '✎'], ['Add group', '+'], ['Move earlier', '↑'], ['Move later', '↓'], ['Remove', '×']],
@@ -40,7 +41,7 @@ export class Board {
 
   /** Make the page follow the layout: create, update, order, drop what left it. */
   render(layout) {
-    const focused = document.activeElement;
+    const focused = /** @type {HTMLElement | null} */ (document.activeElement);
     const alive = new Set();
     const plotEl = (p) => {
       alive.add(p.id);
@@ -203,6 +204,7 @@ export class Board {
   }
 
   addNewSection() {
+    /** @type {{id: string} | null} */
     let made = null;
     this.view.edit((l) => {
       made = newSection(l, `Section ${l.sections.length + 1}`);

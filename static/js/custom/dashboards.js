@@ -1,12 +1,13 @@
+// @ts-check
 // The dashboards of a project, above the Custom view's board: pick one; create one (empty or
 // from a template: the built-in "GRPO health" or one saved from a dashboard), rename or delete
 // it; save it as a template; export it as a JSON file and import one (a new dashboard).
 
-import { deleteLayout, renameLayout } from './api.js';
-import { createDashboard, deleteTemplate, listTemplates, saveTemplate } from './custom_store.js';
-import { download, h } from './dom.js';
+import { deleteLayout, renameLayout } from '../core/api.js';
+import { createDashboard, deleteTemplate, listTemplates, saveTemplate } from './store.js';
+import { download, h } from '../core/dom.js';
 import { normalizeLayout, VERSION } from './layout.js';
-import { safeFilename } from './text.js';
+import { safeFilename } from '../core/text.js';
 
 const EMPTY = '';
 
@@ -145,7 +146,7 @@ export class Dashboards {
     return url.toString();
   }
 
-  /** The dashboard as a file: its name and layout, in the layout format (layout.js). */
+  /** The dashboard as a file: its name and layout, in the layout format (custom/layout.js). */
   exportFile() {
     const doc = { telescope: 'dashboard', name: this.view.name, version: VERSION, sections: this.view.layout.sections };
     const blob = new Blob([`${JSON.stringify(doc, null, 2)}\n`], { type: 'application/json' });

@@ -1,3 +1,4 @@
+// @ts-check
 // Drag and drop of the Custom view on SortableJS (1.15.7, package.json; served with the static
 // files): every list of the board (sections; a section's plots and groups; a group's plots) and
 // of the metric list is a Sortable. SortableJS moves elements while the pointer moves; on the
@@ -7,7 +8,7 @@
 // lands before the element under the pointer when the pointer is on its first half, after it
 // on its second half (`invertSwap`).
 
-import Sortable from '../vendor/sortablejs/sortable.esm.js';
+import Sortable from '../../vendor/sortablejs/sortable.esm.js';
 
 /** Sortable groups: sections among themselves; plots, groups and metrics among the rest. */
 export const SECTIONS = 'sections';

@@ -1,3 +1,4 @@
+// @ts-check
 // Pure figure building of a Custom view plot: several series (metrics, statistics,
 // environments; any mix), every overlaid run's, on a left and, when needed, a right y axis.
 // One run: each series its own colour (the first the run's). Several runs: each run its colour
@@ -7,9 +8,9 @@
 
 import {
   baseLayout, lastPointTrace, lineTraces, prepareRun, referenceShapes, xOf, yAxisRange,
-} from './traces.js';
-import { escapePlotly } from './text.js';
-import { timeUnit } from './transforms.js';
+} from '../charts/traces.js';
+import { escapePlotly } from '../core/text.js';
+import { timeUnit } from '../charts/transforms.js';
 
 export const AXIS_RATIO = 10;
 export const SERIES_COLORS = ['#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2', '#ff9da7',

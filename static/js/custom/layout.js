@@ -1,7 +1,8 @@
+// @ts-check
 // The Custom view's layout as data, format version 2: a dashboard holds sections (named,
 // collapsible); a section holds plots and groups (named); a group holds plots; a plot draws
 // one or more series, each on the left or right y axis, or `auto` (its own side when its scale
-// differs). Pure functions, no DOM; tested with `node --test`. Edits: custom_ops.js.
+// differs). Pure functions, no DOM; tested with `node --test`. Edits: custom/ops.js.
 //
 //   {version: 2, sections: [{id, title, collapsed, items: [plot | group]}]}
 //   plot  {type: 'plot', id, title, wide, settings, series: [{id: series id, axis}]}

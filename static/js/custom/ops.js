@@ -1,4 +1,5 @@
-// Edits of a Custom view layout (layout.js's format): insert, move within and across
+// @ts-check
+// Edits of a Custom view layout (custom/layout.js's format): insert, move within and across
 // containers, remove, the keyboard's one-step moves, titles, widths, settings and series. Pure:
 // each returns a new layout, or the same object when nothing changes (or the edit is not
 // allowed: a group in a group, a limit reached). Containers are named by the id of their

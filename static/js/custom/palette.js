@@ -1,14 +1,15 @@
+// @ts-check
 // The Custom view's metric list: every metric of the runs shown as a tree (section → group →
-// metric, custom_tree.js) with its own search, counts and readable labels. A metric drags onto
+// metric, custom/tree.js) with its own search, counts and readable labels. A metric drags onto
 // the board as a new plot, a group as a new group of plots (the metrics its search shows);
 // their Add buttons do the same at the end of the last section. Metrics on the board are
 // marked. Everything starts open; what the reader closes stays closed in this browser. Built
 // again when entries arrive or a search changes (never in the middle of a drag).
 
-import { PLOTS, sortable, whenIdle } from './custom_drag.js';
-import { metricLabel, paletteTree } from './custom_tree.js';
-import { h } from './dom.js';
-import { compileSearch } from './text.js';
+import { PLOTS, sortable, whenIdle } from './drag.js';
+import { metricLabel, paletteTree } from './tree.js';
+import { h } from '../core/dom.js';
+import { compileSearch } from '../core/text.js';
 
 const CLOSED_KEY = 'telescope.palette.closed.v1';
 
@@ -37,6 +38,7 @@ export class Palette {
     this.closed = loadClosed(); // keys of the sections and groups the reader closed
     this.groups = new Map(); // group key -> {title, section, entries}
     this.sortables = [];
+    /** @type {import('../core/text.js').Search} */
     this.pageFilter = { test: () => true };
     this.search = h('input', { type: 'search', class: 'palette-search', name: 'palette-search',
       placeholder: 'Find a metric', 'aria-label': 'Find a metric', autocomplete: 'off' });
@@ -72,7 +74,7 @@ export class Palette {
     const own = compileSearch(this.search.value);
     const tree = paletteTree(this.entries, (e) => this.pageFilter.test(e) && own.test(e));
     const searching = Boolean(this.search.value.trim());
-    const key = document.activeElement?.dataset?.focusKey;
+    const key = /** @type {HTMLElement | null} */ (document.activeElement)?.dataset?.focusKey;
     for (const s of this.sortables) s.destroy();
     this.sortables = [];
     this.groups.clear();

@@ -1,17 +1,18 @@
-// One plot of the Custom view: a chart card (chart.js: settings, fullscreen, CSV, PNG, zoom,
-// the run legend) drawing every series of a layout plot (custom_figure.js), under the plot's
+// @ts-check
+// One plot of the Custom view: a chart card (charts/chart.js: settings, fullscreen, CSV, PNG, zoom,
+// the run legend) drawing every series of a layout plot (custom/figure.js), under the plot's
 // title, with a list of its series (colour, axis side, remove) when it has several, and a form
 // to add one. Its settings are the plot's, kept in the layout (the entry it is built from
 // carries `plotId`, so the view's prefs find them).
 
-import { getSeries, MAX_POINTS_LIMIT } from './api.js';
-import { Chart } from './chart.js';
-import { buildPlotFigure, seriesColor, seriesDash } from './custom_figure.js';
-import { plotTitle, seriesName } from './custom_tree.js';
-import { download, h } from './dom.js';
+import { getSeries, MAX_POINTS_LIMIT } from '../core/api.js';
+import { Chart } from '../charts/chart.js';
+import { buildPlotFigure, seriesColor, seriesDash } from './figure.js';
+import { plotTitle, seriesName } from './tree.js';
+import { download, h } from '../core/dom.js';
 import { LIMITS } from './layout.js';
-import { normalizes } from './normalized.js';
-import { safeFilename, toCSV } from './text.js';
+import { normalizes } from '../charts/normalized.js';
+import { safeFilename, toCSV } from '../core/text.js';
 
 const AXIS_NEXT = { auto: 'left', left: 'right', right: 'auto' };
 

@@ -1,9 +1,10 @@
+// @ts-check
 // Persistence of the Custom view: a dashboard's layout saved on the server (debounced, one
 // request at a time, based on the version it was loaded as: a dashboard changed elsewhere
 // meanwhile is refused, never overwritten), and the project's templates (saved dashboards to
 // start new ones from; the server adds its built-in ones, "GRPO health" among them).
 
-import { saveLayout } from './api.js';
+import { saveLayout } from '../core/api.js';
 
 const SAVE_DELAY_MS = 400;
 
@@ -13,7 +14,12 @@ export class LayoutSaver {
    * layout to save; `onStatus(text)` reports; `onSaved(stored)` gets the server's answer.
    */
   constructor({ runId, name, base, read, onStatus, onSaved }) {
-    Object.assign(this, { runId, name, base, read, onStatus, onSaved });
+    this.runId = runId;
+    this.name = name;
+    this.base = base;
+    this.read = read;
+    this.onStatus = onStatus;
+    this.onSaved = onSaved;
     this.dirty = false;
     this.saving = null;
     this.conflict = false;

@@ -1,11 +1,12 @@
+// @ts-check
 // Words of the Custom view: the metric list as a tree (section → group → metric, in the All
 // view's order, with counts of what the search lets through), readable labels for metrics and
 // series, and a plot's default title (the metric registry's, else the key). Pure; tested with
 // `node --test`.
 
-import { compareRanks, sectionKey, sectionRank } from './catalog.js';
+import { compareRanks, sectionKey, sectionRank } from '../core/catalog.js';
 import { parseId } from './layout.js';
-import { describe } from './registry.js';
+import { describe } from '../core/registry.js';
 
 const STAT_ORDER = ['mean', 'std', 'min', 'max', 'gini_mean', 'count'];
 const STAT_WORDS = { gini_mean: 'Gini mean', gini_excluded: 'Gini excluded', null_count: 'null count',

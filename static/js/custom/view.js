@@ -1,24 +1,25 @@
+// @ts-check
 // The Custom view (`?view=custom`): the project's own dashboards. This module puts the parts
 // together and is the Metrics page's view (add, setFilter, charts, chartFor, flush, ...): the
-// dashboards above (custom_dashboards.js), the metric list (custom_palette.js), the board of
-// sections, groups and plots (custom_board.js, on SortableJS through custom_drag.js), each plot
-// a chart card (custom_plot.js), and saving (custom_store.js). The layout (layout.js, edited by
-// custom_ops.js) is the one truth: every edit makes a new one, the board follows, it is saved.
+// dashboards above (custom/dashboards.js), the metric list (custom/palette.js), the board of
+// sections, groups and plots (custom/board.js, on SortableJS through custom/drag.js), each plot
+// a chart card (custom/plot.js), and saving (custom/store.js). The layout (custom/layout.js, edited by
+// custom/ops.js) is the one truth: every edit makes a new one, the board follows, it is saved.
 
-import { defaultChartSettings } from './catalog.js';
-import { Board } from './custom_board.js';
-import { Dashboards } from './custom_dashboards.js';
-import { dragged, whenIdle } from './custom_drag.js';
+import { defaultChartSettings } from '../core/catalog.js';
+import { Board } from './board.js';
+import { Dashboards } from './dashboards.js';
+import { dragged, whenIdle } from './drag.js';
 import {
   addSeries, dropInto, findNode, NEW_SECTION, removeSeries, setAxis, setPlotSettings,
-} from './custom_ops.js';
-import { Palette } from './custom_palette.js';
-import { nameCard, placeholder, Plot } from './custom_plot.js';
-import { LayoutSaver } from './custom_store.js';
-import { metricLabel, passes, plotTitle, seriesChoices } from './custom_tree.js';
-import { h } from './dom.js';
+} from './ops.js';
+import { Palette } from './palette.js';
+import { nameCard, placeholder, Plot } from './plot.js';
+import { LayoutSaver } from './store.js';
+import { metricLabel, passes, plotTitle, seriesChoices } from './tree.js';
+import { h } from '../core/dom.js';
 import { normalizeLayout, plotsOf, SETTINGS } from './layout.js';
-import { ChartPrefs } from './prefs.js';
+import { ChartPrefs } from '../charts/prefs.js';
 
 export class CustomView {
   constructor(root, page, stored) {
@@ -31,6 +32,7 @@ export class CustomView {
     this.entries = new Map(); // catalog entries of every run shown, by series id
     this.charts = new Map(); // plot id -> Plot (a plot some run shown has a series of)
     this.placeholders = new Map(); // plot id -> card of a plot no run shown has yet
+    /** @type {import('../core/text.js').Search} */
     this.filter = { test: () => true };
     this.allViewPrefs = new ChartPrefs(); // a plot added starts from its All view settings
     this.prefs = {

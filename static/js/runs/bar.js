@@ -1,9 +1,10 @@
+// @ts-check
 // The run bar of the Metrics page: the runs drawn (primary first, then overlays), each with its
 // colour (editable, saved on the server), status and last step; add or remove overlays.
 
-import { listRuns, setRunColor } from './api.js';
-import { h } from './dom.js';
-import { setStatusBadge } from './runstatus.js';
+import { listRuns, setRunColor } from '../core/api.js';
+import { h } from '../core/dom.js';
+import { setStatusBadge } from './status.js';
 
 export class RunBar {
   /**
@@ -38,7 +39,7 @@ export class RunBar {
     const shown = new Set(this.page.runs.map((s) => s.id));
     const primary = this.page.runs[0]?.info;
     const others = this.all.filter((r) => !shown.has(r.id))
-      .sort((a, b) => (b.project === primary?.project) - (a.project === primary?.project));
+      .sort((a, b) => Number(b.project === primary?.project) - Number(a.project === primary?.project));
     this.picker.replaceChildren(h('option', { value: '' }, others.length ? '+ Overlay run…' : 'No other runs'),
       ...others.map((r) => h('option', { value: String(r.id) }, `${r.project} / ${r.name}`)));
     this.picker.disabled = others.length === 0;

@@ -1,10 +1,11 @@
-// Compare the configs of two or more runs side by side (issue 13): one row per config key,
-// one column per run, rows whose values differ highlighted (config.js diffConfigs); "only
+// @ts-check
+// Compare the configs of two or more runs side by side, to see what differs: one row per config key,
+// one column per run, rows whose values differ highlighted (core/config.js diffConfigs); "only
 // differences" hides the rest; open the runs overlaid on the Metrics page from here.
 
-import { getRun } from './api.js';
-import { diffConfigs } from './config.js';
-import { h, runColor } from './dom.js';
+import { getRun } from '../core/api.js';
+import { diffConfigs } from '../core/config.js';
+import { h, runColor } from '../core/dom.js';
 
 /** The Metrics page of the first run with the others overlaid (metrics.js reads `overlay`). */
 export function overlayUrl(ids) {

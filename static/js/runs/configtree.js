@@ -1,9 +1,10 @@
-// A run's config as a searchable tree (issue 13): nested keys fold, a search keeps the leaves
+// @ts-check
+// A run's config as a searchable tree: nested keys fold, a search keeps the leaves
 // whose path or value holds the text (and their parents) and marks the match. Pure parts in
-// config.js; text always goes in as text.
+// core/config.js; text always goes in as text.
 
-import { filterConfig } from './config.js';
-import { h } from './dom.js';
+import { filterConfig } from '../core/config.js';
+import { h } from '../core/dom.js';
 
 /** `text` with every case-insensitive occurrence of `query` in a <mark>. */
 export function highlighted(text, query) {

@@ -1,9 +1,10 @@
-// Run housekeeping (issue 13): PATCH name / notes / color and DELETE /api/runs/<id>, written
+// @ts-check
+// Run housekeeping: PATCH name / notes / color and DELETE /api/runs/<id>, written
 // like the page's other writes (CSRF cookie in X-CSRFToken), and the controls that use them:
 // rename, colour, and delete behind a typed confirmation (the run's name).
 
-import { deleteRun, patchRun } from './api.js';
-import { h, runColor } from './dom.js';
+import { deleteRun, patchRun } from '../core/api.js';
+import { h, runColor } from '../core/dom.js';
 
 /** What went wrong, in words: the server's message when it gave one. */
 export function problem(err) {
@@ -15,6 +16,11 @@ export function problem(err) {
  * `onSaved(info)` gets the server's answer to an edit; `onDeleted()` runs once it is gone.
  */
 export class RunEditor {
+  /**
+   * @param {HTMLElement} root
+   * @param {object} info the run (GET /api/runs/<id>)
+   * @param {{onSaved?: (info: object) => void, onDeleted?: () => void}} [callbacks]
+   */
   constructor(root, info, { onSaved = () => {}, onDeleted = () => {} } = {}) {
     this.info = info;
     this.onSaved = onSaved;

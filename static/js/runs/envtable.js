@@ -1,7 +1,8 @@
-// A run's environments with their declared ranges (issue 13): weight, reward range and each
+// @ts-check
+// A run's environments with their declared ranges: weight, reward range and each
 // sample metric's range; a bound not declared is taken from what the run observes.
 
-import { h } from './dom.js';
+import { h } from '../core/dom.js';
 
 const num = (v) => (v === null || v === undefined ? null : Number(v).toLocaleString('en-US', { maximumSignificantDigits: 6 }));
 

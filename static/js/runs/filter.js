@@ -1,12 +1,13 @@
-// The run list's search, status filter and sort (issue 13), pure.
+// @ts-check
+// The run list's search, status filter and sort, pure.
 //
 // A query is words, all of which must match a run: a plain word matches the run's name or the
 // text of any config value (case-insensitive substring); `path=value` matches a config leaf
 // whose path ends with `path` (at a `.` or `[`) and whose value is `value` (numbers compared as
 // numbers: `lr=1e-6` finds 0.000001).
 
-import { STATUSES } from './runstate.js';
-import { stepsDone } from './runprogress.js';
+import { STATUSES } from './state.js';
+import { stepsDone } from './progress.js';
 
 export { STATUSES };
 

@@ -1,10 +1,11 @@
-// A page's runs, followed between live messages (issue 26): a run's shown status can change with
+// @ts-check
+// A page's runs, followed between live messages, so a page never shows a stale status: a run's shown status can change with
 // no message at all (a trainer that dies silently turns `crashed` by the clock: ingest/progress.py),
 // so while a run's status may drift the page re-reads it (GET /api/runs/<id>) every FOLLOW_MS.
 // A 404 means the run is gone: the page is told as if a live deletion had arrived.
 
-import { getRun } from './api.js';
-import { statusMayDrift } from './runstate.js';
+import { getRun } from '../core/api.js';
+import { statusMayDrift } from './state.js';
 
 export const FOLLOW_MS = 15000;
 

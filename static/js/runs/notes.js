@@ -1,15 +1,21 @@
-// A run's notes on its overview (issue 13): markdown rendered safely (markdown.js), edited in
+// @ts-check
+// A run's notes on its overview: markdown rendered safely (core/markdown.js), edited in
 // place with a live preview and saved with PATCH /api/runs/<id>.
 
-import { h } from './dom.js';
-import { renderMarkdown } from './markdown.js';
-import { patchRun } from './api.js';
-import { problem } from './runedit.js';
+import { h } from '../core/dom.js';
+import { renderMarkdown } from '../core/markdown.js';
+import { patchRun } from '../core/api.js';
+import { problem } from './edit.js';
 
 const HELP = 'Markdown: **bold**, *italic*, `code`, lists, # headings, [links](https://…)';
 
 export class NotesPanel {
-  /** `onSaved(info)` gets the server's answer to a save. */
+  /**
+   * `onSaved(info)` gets the server's answer to a save.
+   * @param {HTMLElement} root
+   * @param {object} info the run (GET /api/runs/<id>)
+   * @param {{onSaved?: (info: object) => void}} [callbacks]
+   */
   constructor(root, info, { onSaved = () => {} } = {}) {
     this.info = info;
     this.onSaved = onSaved;

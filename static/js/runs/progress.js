@@ -1,4 +1,5 @@
-// How far a run is, in words (issue 13), pure: progress, ETA counting down between updates,
+// @ts-check
+// How far a run is, in words, pure: progress, ETA counting down between updates,
 // steps per second, durations. The numbers come from the read API (ingest/progress.py): progress
 // counts steps, not step numbers — `steps_done` of `total_steps` (a run whose first step is 1,
 // as Hugging Face's Trainer counts, has done `last_step` steps; one from 0, `last_step + 1`).

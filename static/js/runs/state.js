@@ -1,4 +1,5 @@
-// A run's state as every page reads it, pure (issue 26): the statuses the read API derives
+// @ts-check
+// A run's state as every page reads it, pure, so every page says the same: the statuses the read API derives
 // (docs/protocol.md "Runs"), which of them can change without a message (so a page re-reads
 // the run), a deleted run's words, and the live connection's words (never a run status).
 

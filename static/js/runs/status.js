@@ -1,11 +1,12 @@
-// A run's status and progress as the pages show them (issue 13): the status badge (running,
+// @ts-check
+// A run's status and progress as the pages show them: the status badge (running,
 // idle, crashed, finished, failed; deleted once it is), a progress bar, and the overview's panel
 // of progress, ETA, pace and times, which ticks between updates (the ETA counts down, ages grow).
 
-import { h } from './dom.js';
-import { etaNow, formatDuration, progressOf, progressText, rateText, stepSeconds } from './runprogress.js';
-import { BADGE_CLASS, connectionText, deletedText } from './runstate.js';
-import { age } from './text.js';
+import { h } from '../core/dom.js';
+import { etaNow, formatDuration, progressOf, progressText, rateText, stepSeconds } from './progress.js';
+import { BADGE_CLASS, connectionText, deletedText } from './state.js';
+import { age } from '../core/text.js';
 
 /** Show `status` on a badge element. */
 export function setStatusBadge(el, status) {

@@ -1,12 +1,13 @@
-// Live run info for a page that lists runs without drawing their points (the run list, issue
-// 13): a `/ws/live/` subscription per run that asks for no points, only the `run` messages
+// @ts-check
+// Live run info for a page that lists runs without drawing their points (the run list): a
+// `/ws/live/` subscription per run that asks for no points, only the `run` messages
 // (status, last step, renames, colours, notes, deletion) and backlog progress.
 //
 // How it asks for no points: it subscribes from a seq no run reaches (live.py replays the points
 // written after `after_seq`, so none, and sends later deltas only above it). A dedicated
-// info-only subscription on the server would say this outright (see the issue 13 report).
+// info-only subscription on the server would say this outright; until then a seq past every run's is the way.
 
-import { LiveClient } from './live.js';
+import { LiveClient } from '../core/live.js';
 
 const INFO_ONLY_SEQ = Number.MAX_SAFE_INTEGER;
 export const MAX_WATCHED = 64; // the server's limit of subscriptions per socket (live.py)
