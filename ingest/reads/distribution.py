@@ -1,4 +1,4 @@
-"""Distribution over time (issue 10, item 4): how the values of the reward, a sample metric or
+"""Distribution over time: how the values of the reward, a sample metric or
 the completion length spread at each step, as counts on a grid of step buckets × value bins.
 
 Counted on request from the run's stored raw sample batches — the per-step aggregates keep

@@ -1,5 +1,5 @@
 """Consecutive step messages of one run in a batch, written as one: the fast path of the
-message rate (issue 11).
+message rate.
 
 A batch frame from `trainer_hooks` is mostly `step` messages of one run. Applied one by one,
 each costs its own savepoint, run lookup and lock, id claim, series lookup, point insert and run
