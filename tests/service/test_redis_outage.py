@@ -47,6 +47,13 @@ def post_steps(server: LiveServer, token: str, steps: range) -> None:
         assert len(json.load(resp)["acks"]) == len(body)
 
 
+def first_run(server: LiveServer, token: str) -> int:
+    """Post step 0 of the run `r` and return the run's id."""
+    post_steps(server, token, range(1))
+    with urllib.request.urlopen(server.http + "/api/runs") as resp:
+        return int(json.load(resp)["runs"][0]["id"])
+
+
 def steps_seen(page: ClientConnection, want: set[int], timeout: float) -> set[int]:
     """Read deltas until every step of `want` arrived (or the time is up): the steps seen."""
     seen: set[int] = set()
@@ -67,9 +74,7 @@ def test_a_live_page_keeps_its_updates_while_redis_is_down(tmp_path: Path,
     server = LiveServer(state).start()
     try:
         token = state.token("p")
-        post_steps(server, token, range(1))
-        with urllib.request.urlopen(server.http + "/api/runs") as resp:
-            run_id = json.load(resp)["runs"][0]["id"]
+        run_id = first_run(server, token)
         with ws_connect(server.ws + "/ws/live/", origin=server.http) as page:
             page.send(json.dumps({"type": "subscribe", "run": run_id, "after_seq": 0}))
             assert steps_seen(page, {0}, 10) == {0}
@@ -95,9 +100,7 @@ def test_a_page_opened_while_redis_is_down_reads_from_the_database_and_resyncs(
     server = LiveServer(state).start()
     try:
         token = state.token("p")
-        post_steps(server, token, range(1))
-        with urllib.request.urlopen(server.http + "/api/runs") as resp:
-            run_id = json.load(resp)["runs"][0]["id"]
+        run_id = first_run(server, token)
         redis.kill()
         with ws_connect(server.ws + "/ws/live/", origin=server.http) as page:  # (was HTTP 500)
             page.send(json.dumps({"type": "subscribe", "run": run_id, "after_seq": 0}))
