@@ -66,11 +66,6 @@ def _encode(s: Samples, idx: np.ndarray, dictionaries: dict[str, tuple[np.ndarra
     return msgpack.packb(out, use_bin_type=True)
 
 
-def encode_batch(s: Samples, mask: np.ndarray) -> bytes:
-    """The samples of `s` selected by `mask` as one compact blob."""
-    return _encode(s, np.flatnonzero(mask), _dictionaries(s))
-
-
 def step_slices(step: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """(step, indices of its samples) for every distinct step of a message, in step order; a
     step keeps the message's order. A stored batch holds its samples in this order, and so does
@@ -107,7 +102,7 @@ def decode_batch(blob: bytes) -> dict[str, Any]:
     return out
 
 
-Raw = dict[str, Any]  # a stored batch as msgpack unpacks it (see `encode_batch`)
+Raw = dict[str, Any]  # a stored batch as msgpack unpacks it (see `encode_steps`)
 
 
 def unpack(blob: bytes) -> Raw:
@@ -288,9 +283,3 @@ def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
     )
     return samples, latest
 
-
-def assemble_step(blobs: list[bytes]) -> tuple[StepSamples, float | None]:
-    """`assemble_steps` of one step's stored blobs: the samples and the latest sample `time`
-    (None when no sample carried one)."""
-    samples, latest = assemble_steps([[unpack(b) for b in blobs]])
-    return samples, None if np.isnan(latest[0]) else float(latest[0])

@@ -233,14 +233,6 @@ def changes(run_id: int, after: int, limit: int) -> tuple[dict[int, Arrays], int
     return None if found is None else (found.by_series(), at.seq)
 
 
-def all_points(run_id: int) -> dict[int, Arrays]:
-    """Every current point of a run, per series pk (exports, tests)."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT id FROM ingest_series WHERE run_id = %s", [run_id])
-        pks = [row[0] for row in cur.fetchall()]
-    return {pk: a for pk, a in load(run_id, pks).items() if a[0].size}
-
-
 # ---------------------------------------------------------------- compaction
 
 

@@ -107,12 +107,6 @@ def _apply_batch(project_id: int, objs: list[Any],
     return out
 
 
-def handle_frame(project_id: int, data: bytes | str, *,
-                 binary: bool) -> tuple[list[Outcome], bool]:
-    """Decode and apply one frame; returns its outcomes and whether it was a batch."""
-    return handle_frames(project_id, [(data, binary)])[0]
-
-
 def handle_frames(project_id: int, frames: list[tuple[bytes | str, bool]]
                   ) -> list[tuple[list[Outcome], bool]]:
     """Decode and apply frames that arrived one after another on a connection, in ONE

@@ -29,7 +29,7 @@ def point_rows(**run_filter: Any) -> list[Row]:
     out = []
     for run in Run.objects.filter(**run_filter).order_by("pk"):
         meta = {s.pk: s for s in Series.objects.filter(run=run)}
-        for pk, (step, time, value) in pointstore.all_points(run.pk).items():
+        for pk, (step, time, value) in pointstore.load(run.pk, list(meta)).items():
             s = meta[pk]
             out += [Row(run.pk, run.name, s.sid, s.kind, s.key, s.stat, s.env, int(a), float(b),
                         float(c))

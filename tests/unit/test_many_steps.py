@@ -99,15 +99,21 @@ def test_assembling_many_steps_keeps_each_steps_canonical_order(data):
         rewards = data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=n, max_size=n))
         envs = data.draw(st.lists(st.sampled_from(["a", "b"]), min_size=n, max_size=n))
         metric = data.draw(st.none() | st.lists(st.just(1.0), min_size=n, max_size=n))
-        msg = samples_message(step, ids, groups, rewards, envs, metric)
-        cut = data.draw(st.integers(0, n))  # split into two batches (the first may be empty)
-        masks = [np.arange(n) < cut, np.arange(n) >= cut]
-        per_step.append([columns.encode_batch(msg, m) for m in masks if m.any()])
-    together, _ = columns.assemble_steps([[columns.unpack(b) for b in blobs]
-                                          for blobs in per_step])
+        cut = data.draw(st.integers(0, n))  # two messages, two batches (the first may be empty)
+        batches = []
+        for part in (slice(0, cut), slice(cut, n)):
+            if part.start == part.stop:
+                continue
+            msg = samples_message(step, ids[part], groups[part], rewards[part], envs[part],
+                                  None if metric is None else metric[part])
+            [(stored_step, size, blob)] = columns.encode_steps(msg)
+            assert (stored_step, size) == (step, part.stop - part.start)
+            batches.append(columns.unpack(blob))
+        per_step.append(batches)
+    together, _ = columns.assemble_steps(per_step)
     assert together.n_steps == len(per_step)
     for i, batches in enumerate(per_step):
-        alone, _ = columns.assemble_step(batches)
+        alone, _ = columns.assemble_steps([batches])
         mine = together.step == i
         np.testing.assert_array_equal(together.reward[mine], alone.reward)
         np.testing.assert_array_equal(together.discard[mine], alone.discard)
