@@ -6,8 +6,8 @@ columnar fields are numpy arrays; every problem is a `ProtocolError` naming the 
 field. `encode` / `decode` turn a message into the bytes of one frame and back (the sender's
 outbox keeps those bytes); `split` halves a message the server refused as too large. The
 vocabulary (limits, key grammar, message types) lives in `schema`, the sample column table and
-the columnar validator in `columns`, the environments validator in `environments`; all are
-re-exported here.
+the columnar validator in `columns`, the `events` and `gauges` columns and validators in
+`events`, the environments validator in `environments`; all are re-exported here.
 """
 
 from __future__ import annotations
@@ -37,11 +37,20 @@ from trainer_hooks.wire.columns import (
     validate_samples,
 )
 from trainer_hooks.wire.environments import parse_environments
+from trainer_hooks.wire.events import (
+    COLUMNS_OF,
+    EVENT_COLUMNS,
+    GAUGE_COLUMNS,
+    validate_events,
+    validate_gauges,
+)
 from trainer_hooks.wire.schema import (
     _NULLABLE_NUMBER_TYPES,
     DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE,
     DISCARD_REASONS,
+    EVENT_STATUSES,
     MAX_ENVIRONMENTS,
+    MAX_EVENTS_PER_MESSAGE,
     MAX_ID_CHARS,
     MAX_KEY_CHARS,
     MAX_METRICS_PER_MESSAGE,
@@ -55,7 +64,10 @@ from trainer_hooks.wire.schema import (
     AnyMessage,
     Barrier,
     EnvironmentDecl,
+    Events,
+    Gauges,
     Heartbeat,
+    Labels,
     Message,
     ProtocolError,
     Ranges,
@@ -74,16 +86,17 @@ from trainer_hooks.wire.schema import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE", "DISCARD_REASONS", "ID_COLUMNS", "MAX_ENVIRONMENTS",
-    "MAX_ID_CHARS", "MAX_KEY_CHARS", "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE",
+    "DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE", "DISCARD_REASONS", "EVENT_COLUMNS", "EVENT_STATUSES",
+    "GAUGE_COLUMNS", "ID_COLUMNS", "MAX_ENVIRONMENTS", "MAX_EVENTS_PER_MESSAGE", "MAX_ID_CHARS",
+    "MAX_KEY_CHARS", "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE",
     "MAX_STEPS_PER_MESSAGE", "MAX_TEXT_CHARS", "MAX_UNIX_SECONDS", "MESSAGE_TYPES",
     "NUMBER_COLUMNS", "OPTIONAL_COLUMNS", "OPTIONAL_LABEL_COLUMNS", "OPTIONAL_NUMBER_COLUMNS",
     "RUN_STATUSES", "SAMPLE_COLUMNS", "STRING_COLUMNS", "TEXT_COLUMNS", "VERSION", "check_text",
-    "AnyMessage", "Barrier", "EnvironmentDecl", "Heartbeat", "Message", "ProtocolError",
-    "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key", "decode", "decode_frame",
-    "encode", "encode_msgpack", "message_id", "parse_environments", "set_text_limit",
-    "split", "split_key", "step_number", "text_limit", "unpack_text", "utf8_bytes",
-    "validate_message", "validate_samples",
+    "AnyMessage", "Barrier", "EnvironmentDecl", "Events", "Gauges", "Heartbeat", "Labels",
+    "Message", "ProtocolError", "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key",
+    "decode", "decode_frame", "encode", "encode_msgpack", "message_id", "parse_environments",
+    "set_text_limit", "split", "split_key", "step_number", "text_limit", "unpack_text",
+    "utf8_bytes", "validate_events", "validate_gauges", "validate_message", "validate_samples",
 ]
 
 
@@ -256,6 +269,8 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], str, str, str], AnyMessage]] = 
     "run.end": _run_end,
     "barrier": _barrier,
     "heartbeat": _heartbeat,
+    "events": validate_events,
+    "gauges": validate_gauges,
 }
 
 
@@ -318,24 +333,29 @@ def _plain_or_fail(obj: Any) -> Any:
 
 def split(message: dict[str, Any]) -> list[dict[str, Any]] | None:
     """Halve a message that the server refused as too large: samples by rows (every column of
-    the sample column table that is a list, and each metric column), a step by metric keys.
-    None when it cannot be split (one sample, one key, or another type). The halves get
+    the sample column table that is a list, and each metric column), events and gauges by rows
+    (every column that is a list; one value for all stays in both halves), a step by metric
+    keys. None when it cannot be split (one row, one key, or another type). The halves get
     derived ids (`<id>.0`, `<id>.1`): the original was never applied."""
     mid = str(message.get("id"))
-    if message.get("type") == "samples":
+    kind = message.get("type")
+    if kind == "samples":
         n = len(message["reward"])
         if n < 2:
             return None
         h = n // 2
-        halves = [dict(message), dict(message)]
-        for name in SAMPLE_COLUMNS:
-            value = message.get(name)
-            if isinstance(value, list) or arrays.is_array(value):
-                halves[0][name], halves[1][name] = value[:h], value[h:]
+        halves = _halve_rows(message, SAMPLE_COLUMNS, h)
         if isinstance(message.get("metrics"), dict):
             halves[0]["metrics"] = {k: v[:h] for k, v in message["metrics"].items()}
             halves[1]["metrics"] = {k: v[h:] for k, v in message["metrics"].items()}
-    elif message.get("type") == "step":
+    elif kind in COLUMNS_OF:
+        columns = COLUMNS_OF[str(kind)]
+        lengths = [len(v) for name in columns
+                   if isinstance(v := message.get(name), list) or arrays.is_array(v)]
+        if not lengths or lengths[0] < 2:
+            return None
+        halves = _halve_rows(message, columns, lengths[0] // 2)
+    elif kind == "step":
         items = list((message.get("metrics") or {}).items())
         if len(items) < 2:
             return None
@@ -345,4 +365,15 @@ def split(message: dict[str, Any]) -> list[dict[str, Any]] | None:
         return None
     for i, half in enumerate(halves):
         half["id"] = f"{mid}.{i}"
+    return halves
+
+
+def _halve_rows(message: dict[str, Any], columns: tuple[str, ...], h: int
+                ) -> list[dict[str, Any]]:
+    """Two copies of a columnar message, each list column cut at row `h`."""
+    halves = [dict(message), dict(message)]
+    for name in columns:
+        value = message.get(name)
+        if isinstance(value, list) or arrays.is_array(value):
+            halves[0][name], halves[1][name] = value[:h], value[h:]
     return halves

@@ -15,12 +15,15 @@ import numpy as np
 from trainer_hooks.wire.texts import TextColumn
 
 VERSION = 1
-MESSAGE_TYPES = ("run.start", "step", "samples", "ranges", "run.end", "barrier", "heartbeat")
+MESSAGE_TYPES = ("run.start", "step", "samples", "ranges", "run.end", "barrier", "heartbeat",
+                 "events", "gauges")
 DISCARD_REASONS = ("max_async", "zero_advantage", "canceled")
 RUN_STATUSES = ("finished", "failed")
 MAX_KEY_CHARS = 200
 MAX_ID_CHARS = 200
 MAX_SAMPLES_PER_MESSAGE = 100_000
+MAX_EVENTS_PER_MESSAGE = 100_000  # spans of one `events` message, points of one `gauges`
+EVENT_STATUSES = ("normal", "discarded", "canceled", "eval")  # codes 0..3; -1 = null
 # Distinct steps one samples message may span: the server stores a batch per step, so a message
 # over many steps holds the database long; senders split instead (trainer_hooks does).
 MAX_STEPS_PER_MESSAGE = 500
@@ -217,7 +220,56 @@ class Heartbeat(Message):
     """The trainer is alive: stores nothing but the run's last-seen time (no run is created)."""
 
 
-AnyMessage = RunStart | Step | Samples | Ranges | RunEnd | Barrier | Heartbeat
+@dataclass(frozen=True)
+class Labels:
+    """A column of labels, dictionary-encoded: `values` are the distinct labels (a string, or
+    an int where the wire allows one: `server`, `device`, `sample_id`, `group_id`), `codes`
+    (int32, one per row) index them; -1 = null."""
+
+    values: list[str | int]
+    codes: np.ndarray
+
+    def at(self, i: int) -> str | int | None:
+        code = int(self.codes[i])
+        return None if code < 0 else self.values[code]
+
+
+@dataclass(frozen=True)
+class Events(Message):
+    """Columnar spans and instants (docs/protocol.md `events`), one row per event. Integer
+    columns are int64 with -1 for null (they are ≥ 0 on the wire); `end` is NaN for an
+    instant; `status` codes index EVENT_STATUSES (-1 = null)."""
+
+    n: int
+    name: Labels  # no nulls
+    start: np.ndarray  # float64 unix s
+    end: np.ndarray  # float64 unix s ≥ start, NaN = an instant
+    source: Labels  # no nulls ('trainer' when not given)
+    step: np.ndarray  # int64
+    rank: np.ndarray  # int64
+    server: Labels
+    slot: np.ndarray  # int64
+    status: np.ndarray  # int8
+    tokens: np.ndarray  # int64
+    sample_id: Labels
+    group_id: Labels
+    left_out: dict[str, str] = field(default_factory=dict)  # unknown fields: {name: why}
+
+
+@dataclass(frozen=True)
+class Gauges(Message):
+    """Columnar time series points (docs/protocol.md `gauges`), one row per point."""
+
+    n: int
+    time: np.ndarray  # float64 unix s
+    name: Labels  # no nulls
+    value: np.ndarray  # float64, NaN = null or not finite
+    host: Labels
+    device: Labels
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
+AnyMessage = RunStart | Step | Samples | Ranges | RunEnd | Barrier | Heartbeat | Events | Gauges
 
 
 def require(obj: dict[str, Any], name: str) -> Any:
