@@ -444,7 +444,8 @@ def frame_bytes(frame: list[Row]) -> bytes | str:
         row = frame[0]
         return row.body if row.fmt == "msgpack" else row.body.decode()
     if frame[0].fmt == "msgpack":
-        return msgpack.Packer().pack_array_header(len(frame)) + b"".join(r.body for r in frame)
+        header: bytes = msgpack.Packer().pack_array_header(len(frame))
+        return header + b"".join(r.body for r in frame)
     return (b"[" + b",".join(r.body for r in frame) + b"]").decode()
 
 

@@ -71,8 +71,9 @@ def pack(values: list[str | None]) -> bytes:
     else:
         encoded = [s.encode("utf-8") for s in strings]
         lengths = np.fromiter(map(len, encoded), np.int32, len(strings))
-    return msgpack.packb([index.astype("<i4").tobytes(), lengths.astype("<i4").tobytes(),
-                          _cctx().compress(text)], use_bin_type=True)
+    packed: bytes = msgpack.packb([index.astype("<i4").tobytes(), lengths.astype("<i4").tobytes(),
+                                   _cctx().compress(text)], use_bin_type=True)
+    return packed
 
 
 class PackedError(ValueError):
