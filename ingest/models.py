@@ -288,3 +288,59 @@ class SampleTextUsage(models.Model):
     run = models.OneToOneField(Run, on_delete=models.DO_NOTHING, primary_key=True,
                                db_constraint=False)
     nbytes = models.BigIntegerField(default=0)
+
+
+class EventBatch(models.Model):
+    """The events (spans and instants) of one message, columnar (ingest.core.eventstore):
+    `t_lo` is their earliest start, `t_hi` their latest end (or an instant's time), so a
+    window read loads only the batches it overlaps."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
+    msg_id = models.CharField(max_length=200)
+    n = models.IntegerField()
+    t_lo = models.FloatField()
+    t_hi = models.FloatField()
+    data = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "t_hi"], name="eventbatch_run_t_hi")]
+
+
+class GaugeBatch(models.Model):
+    """The gauge points (system metrics) of one message, columnar (ingest.core.eventstore),
+    with the span of their times."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, db_index=False)
+    msg_id = models.CharField(max_length=200)
+    n = models.IntegerField()
+    t_lo = models.FloatField()
+    t_hi = models.FloatField()
+    data = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "t_hi"], name="gaugebatch_run_t_hi")]
+
+
+class TimelineState(models.Model):
+    """A run's events at a glance, kept by every events message, and the bookkeeping of its
+    derived `timing_*` series (ingest.pipeline.timeline): `version` is bumped by each events
+    message (and a config change), `done_version` is the version they were last computed at."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True,
+                               related_name="timeline")
+    version = models.BigIntegerField(default=0)
+    done_version = models.BigIntegerField(default=0)
+    events = models.BigIntegerField(default=0)  # events stored
+    first = models.FloatField(null=True)  # earliest event time
+    last = models.FloatField(null=True)  # latest event time (a span's end, an instant's time)
+    # Distinct [server, slot] of generation spans, servers of generation and weight_sync
+    # spans, ranks of trainer spans (null is one): what the buckets divide by.
+    lanes = models.JSONField(default=list)
+    servers = models.JSONField(default=list)
+    ranks = models.JSONField(default=list)
+    gauges = models.BigIntegerField(default=0)  # gauge points stored
+    gauge_first = models.FloatField(null=True)
+    gauge_last = models.FloatField(null=True)
+    # The points the last computation wrote: int64 series pks, int64 steps, float64 times,
+    # float64 values, n of each, little-endian (the next one writes only what differs).
+    derived = models.BinaryField(default=b"")

@@ -3,6 +3,8 @@ sample value over steps."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -17,6 +19,7 @@ from ingest.core.payloads import run_info
 from ingest.models import Run
 from ingest.reads import catalog as reads
 from ingest.reads import distribution as dist
+from ingest.reads import timeline
 from ingest.reads.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
 from ingest.write import health, housekeeping
 
@@ -136,3 +139,69 @@ def healthz(request: HttpRequest) -> HttpResponse:
         checks["channel_layer"] = f"error: {type(exc).__name__}: {exc}"
     ok = checks["database"] == "ok" and not str(checks["channel_layer"]).startswith("error")
     return json_response({"ok": ok, **checks}, status=200 if ok else 503)
+
+
+def _float_param(request: HttpRequest, name: str) -> float | None:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise timeline.ReadError(name, f"{name} must be a number (unix seconds)") from None
+    if not math.isfinite(value):
+        raise timeline.ReadError(name, f"{name} must be a finite number")
+    return value
+
+
+def _timeline_read(fn: Callable[[], dict[str, Any]], run_id: int) -> HttpResponse:
+    try:
+        return json_response(fn())
+    except timeline.ReadError as exc:
+        return _bad(exc.field, exc.message)
+    except ValueError as exc:
+        return _bad(str(exc), f"{exc} must be an integer")
+    except Run.DoesNotExist:
+        return json_response({"error": f"no run {run_id}"}, status=404)
+
+
+@require_GET
+def events(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Every event overlapping [start, end) (ingest.reads.timeline)."""
+    return _timeline_read(lambda: timeline.events(
+        run_id, _float_param(request, "start"), _float_param(request, "end"),
+        request.GET.get("source") or None, _int_param(request, "limit")), run_id)
+
+
+@require_GET
+def events_trace(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The window as a Chrome trace, downloaded as a file (opens in Perfetto)."""
+    response = _timeline_read(lambda: timeline.trace(
+        run_id, _float_param(request, "start"), _float_param(request, "end")), run_id)
+    if response.status_code == 200:
+        response["Content-Disposition"] = f'attachment; filename="run-{run_id}.trace.json"'
+    return response
+
+
+@require_GET
+def performance(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The time buckets of the run's events (ingest.reads.timeline)."""
+    return _timeline_read(lambda: timeline.performance(
+        run_id, _float_param(request, "bucket"), _float_param(request, "start"),
+        _float_param(request, "end")), run_id)
+
+
+@require_GET
+def gauges(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's gauges per name, host and device (ingest.reads.timeline)."""
+    names = [n for n in request.GET.get("names", "").split(",") if n] or None
+
+    def read() -> dict[str, Any]:
+        max_points = _int_param(request, "max_points") or DEFAULT_MAX_POINTS
+        if not MIN_POINTS <= max_points <= MAX_POINTS:
+            raise timeline.ReadError("max_points", f"max_points must be between {MIN_POINTS}"
+                                     f" and {MAX_POINTS}")
+        return timeline.gauges(run_id, names, request.GET.get("host") or None,
+                               _float_param(request, "start"), _float_param(request, "end"),
+                               max_points)
+    return _timeline_read(read, run_id)

@@ -207,6 +207,13 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self._send({"type": "progress", "run": event["run"],
                               "pending": event["pending"]})
 
+    async def run_events(self, event: dict[str, Any]) -> None:
+        """Events or gauges of a watched run committed: the Timeline and Performance pages
+        refetch their window (the run's event extent tells them how far it reaches)."""
+        if event["run"] in self.last_seq:
+            await self._send({"type": "events", "run": event["run"],
+                              "extent": event["extent"]})
+
     async def _flush_later(self, delay: float) -> None:
         """Send what is pending, at most once per interval, until nothing is (events that
         arrive while a flush is sending go out with the next one)."""

@@ -29,10 +29,15 @@ def group_name(run_id: int) -> str:
 async def publish(outcome: Outcome) -> None:
     """Send what a committed message changed to every live page watching its run (nothing,
     not even the pages' copy of the points, when the in-memory layer knows none watches)."""
-    if outcome.run_id is None or (outcome.seq is None and outcome.run is None):
+    if outcome.run_id is None:
         return
     group = group_name(outcome.run_id)
     if not _may_listen(group):
+        return
+    if outcome.timeline is not None:  # the Timeline and Performance pages refetch their window
+        await _send(group, {"type": "run.events", "run": outcome.run_id,
+                            "extent": list(outcome.timeline)})
+    if outcome.seq is None and outcome.run is None:
         return
     await _send(group, {
         "type": "run.points",

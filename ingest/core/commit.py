@@ -35,6 +35,9 @@ class Outcome:
     new_series: list[dict[str, Any]] = field(default_factory=list)
     run: dict[str, Any] | None = None
     dirty: bool = False  # steps of the run await re-aggregation
+    # Events or gauges of the run committed: the run's event extent (first, last) after it,
+    # for live Timeline and Performance pages (ingest.core.broadcast).
+    timeline: tuple[float | None, float | None] | None = None
     barrier: bool = False  # ack only once the run's aggregates have caught up (`barrier`)
     # Points written as arrays (an aggregation pass, a group of step messages), with the sid
     # of each series pk among them: turned into the live pages' copy only when some page may
@@ -86,6 +89,7 @@ class PointWriter:
         self.n = 0  # points to write
         self.run_changed = False
         self.dirty = False
+        self.timeline: tuple[float | None, float | None] | None = None  # see Outcome
         self.left_out: dict[str, str] = {}  # field -> why (reported in the ack)
 
     def series_pks(self, keys: Iterable[tuple[str, str, str | None, str | None]],
@@ -181,7 +185,7 @@ class PointWriter:
             reply["left_out"] = self.left_out
         return Outcome(reply, run_id=run.pk, seq=run.seq if self.n else None,
                        points=self.points, blocks=self.blocks, new_series=self.new_series,
-                       run=info, dirty=self.dirty)
+                       run=info, dirty=self.dirty, timeline=self.timeline)
 
 
 def lock_run(pk: int) -> Run | None:

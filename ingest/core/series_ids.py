@@ -14,7 +14,8 @@ from urllib.parse import quote, unquote
 
 from trainer_hooks.wire.protocol import split_key
 
-KINDS = ("step", "reward", "sample", "advantage", "groups", "rollouts", "discarded", "ranges")
+KINDS = ("step", "reward", "sample", "advantage", "groups", "rollouts", "discarded", "ranges",
+         "timeline")
 
 SECTION_OF_KIND = {
     "reward": "Reward",
@@ -43,8 +44,8 @@ def parse_series_id(sid: str) -> tuple[str, str, str | None, str | None]:
 
 def placement(kind: str, key: str, stat: str | None, env: str | None) -> dict[str, str | None]:
     """Section, group and label of a series for the All view."""
-    if kind == "step":
-        if key.startswith("timing_") and "/" not in key:
+    if kind == "timeline" or kind == "step":
+        if key.startswith("timing_") and (kind == "timeline" or "/" not in key):
             group = "Per microbatch" if key.endswith("_microbatch_mean") else "Full step"
             return {"section": "Timeline", "group": group, "label": key}
         section, sub, metric = split_key(key)

@@ -13,6 +13,7 @@ from channels.db import database_sync_to_async
 
 from ingest.core import renormalize
 from ingest.core.commit import Outcome
+from ingest.pipeline import timeline
 from ingest.pipeline.materialize import MATERIALIZER, behind, still_behind
 from trainer_hooks.wire.protocol import ProtocolError
 
@@ -41,14 +42,19 @@ async def wait_aggregated(outcome: Outcome) -> None:
     # makes readable (a creep's waits for its schedule: see ingest.core.renormalize).
     await database_sync_to_async(renormalize.apply_now)(run_id, renormalize.DELAY_SECONDS)
     snapshot = await database_sync_to_async(behind)(run_id)
-    if snapshot:
+    events = await database_sync_to_async(timeline.behind)(run_id)  # its timeline version
+    if snapshot or events is not None:
         kick(run_id, urgent=True)
     started = time.monotonic()
     kicked = started
-    while snapshot:
+    while snapshot or events is not None:
         left = await database_sync_to_async(still_behind)(run_id, snapshot)
-        if not left:
+        if events is not None and await database_sync_to_async(timeline.caught_up)(
+                run_id, events):
+            events = None
+        if not left and events is None:
             return
+        left = left or 1  # (the timeline series: one more to go)
         now = time.monotonic()
         if now - started > BARRIER_TIMEOUT_SECONDS:
             outcome.reply = ProtocolError(

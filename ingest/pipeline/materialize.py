@@ -32,6 +32,7 @@ from ingest.core.observed import observed_ranges
 from ingest.core.ranges import EnvRanges, env_ranges
 from ingest.core.series_ids import series_id
 from ingest.models import Series
+from ingest.pipeline import timeline
 from ingest.pipeline.aggregate import Table, aggregate_blobs
 from ingest.pipeline.worker import start_worker
 from ingest.reads.catalog import pending_steps
@@ -75,9 +76,11 @@ class PassResult:
 
 
 def dirty_runs() -> list[int]:
+    """Runs with steps to aggregate or timeline series to recompute."""
     with connection.cursor() as cur:
         cur.execute("SELECT DISTINCT run_id FROM ingest_stepstate WHERE dirty")
-        return [row[0] for row in cur.fetchall()]
+        runs = [row[0] for row in cur.fetchall()]
+    return runs + [r for r in timeline.dirty_runs() if r not in set(runs)]
 
 
 def _in(values: list[int]) -> str:
@@ -396,6 +399,9 @@ def materialize_all(run_id: int | None = None, max_passes: int = MAX_PASSES,
                 progress(rid, left)
             if not left:
                 break
+        found = timeline.timeline_pass(rid)
+        if found is not None:
+            outcomes.append(found)
         compact(rid)
     return outcomes
 
@@ -516,6 +522,10 @@ class Materializer:
                     await self._call(release, run_id, unused.steps)
         if reported_at is not None:
             await broadcast.publish_progress(run_id, 0)
+        # The run's events changed: its timeline series, recomputed from all of them.
+        outcome = await self._offload(timeline.timeline_pass, run_id)
+        if outcome is not None:
+            await broadcast.publish(outcome)
         await self._offload(compact, run_id)
 
     def _compute(self, run_id: int, after: int | None) -> asyncio.Future[PassResult | None]:

@@ -23,6 +23,7 @@ from ingest.core.observed import merge_observed
 from ingest.core.ranges import env_ranges
 from ingest.core.series_ids import series_id
 from ingest.models import Environment, Run, Series
+from ingest.write import events
 from ingest.write.runs import Resolved, resolve_run
 from trainer_hooks.wire import protocol as p
 
@@ -159,6 +160,7 @@ def _apply_run_start(w: PointWriter, msg: p.RunStart) -> None:
     fields: dict[str, Any] = {"status": "running"}
     if msg.config is not None:
         fields["config"] = msg.config
+        events.touch(run.pk)  # its `inference_lanes` may have changed the timeline series
     if msg.time is not None:
         fields["started_at"] = datetime.fromtimestamp(msg.time, UTC)
     if msg.total_steps is not None:
@@ -189,4 +191,6 @@ _HANDLERS: dict[str, Any] = {
     "samples": _apply_samples,
     "ranges": _apply_ranges,
     "run.end": _apply_run_end,
+    "events": events.apply_events,
+    "gauges": events.apply_gauges,
 }

@@ -1,0 +1,150 @@
+"""The derived `timing_*` series of a run (catalog kind `timeline`), recomputed from all of its
+stored events whenever events arrived since the last computation (ingest.core.timeline holds
+the formulas), and written as points like the other aggregates: only what changed since the
+last computation, a withdrawn point as a NaN tombstone.
+
+Every events message bumps the run's `TimelineState.version` in its own transaction; a pass
+reads the version first and then every batch committed (so at least those of that version),
+and records `done_version` = that version under the run's lock, never going back (a slower
+process's older result is dropped). A late generation of an earlier step therefore changes
+that step's points at the next pass, and a barrier waits for `done_version` to reach the
+version it saw (`behind` / `caught_up`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+from django.db import connection, transaction
+
+from ingest.core import eventstore, pointstore
+from ingest.core import timeline as formulas
+from ingest.core.commit import Outcome, PointWriter, lock_run, publish_series_pks
+from ingest.models import Run, Series
+from ingest.reads.timeline import configured_lanes
+
+log = logging.getLogger(__name__)
+KIND = "timeline"
+
+
+def dirty_runs() -> list[int]:
+    """Runs whose events changed since their series were last computed."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT run_id FROM ingest_timelinestate WHERE version > done_version")
+        return [row[0] for row in cur.fetchall()]
+
+
+def behind(run_id: int) -> int | None:
+    """The run's timeline version when its series lag behind it, else None."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT version, done_version FROM ingest_timelinestate WHERE run_id = %s",
+                    [run_id])
+        row = cur.fetchone()
+    return None if row is None or row[1] >= row[0] else int(row[0])
+
+
+def caught_up(run_id: int, version: int) -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT done_version FROM ingest_timelinestate WHERE run_id = %s", [run_id])
+        row = cur.fetchone()
+    return row is None or row[0] >= version
+
+
+def run_lanes(run_id: int) -> int | None:
+    return configured_lanes(Run.objects.filter(pk=run_id).values_list("config", flat=True)
+                            .first())
+
+
+def compute(run_id: int) -> tuple[int, formulas.StepTimings] | None:
+    """(version, the run's timing series) when its series lag behind its events, else None."""
+    t0 = time.perf_counter()
+    version = behind(run_id)
+    if version is None:
+        return None
+    with connection.cursor() as cur:
+        cur.execute("SELECT data FROM ingest_eventbatch WHERE run_id = %s ORDER BY id", [run_id])
+        blobs = [bytes(row[0]) for row in cur.fetchall()]
+    timings = formulas.step_series(eventstore.decode_events(blobs), run_lanes(run_id))
+    log.debug("run %s: timeline of %d steps computed in %.3f s", run_id, timings.steps.size,
+              time.perf_counter() - t0)
+    return version, timings
+
+
+def timeline_pass(run_id: int) -> Outcome | None:
+    """Recompute and write the run's timeline series if its events changed; the outcome to
+    broadcast, or None when there was nothing to do (or the run is gone)."""
+    found = compute(run_id)
+    if found is None:
+        return None
+    version, timings = found
+    created: dict[tuple[int, str], int] = {}
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run is None:
+            return None
+        with connection.cursor() as cur:
+            cur.execute("SELECT done_version, derived FROM ingest_timelinestate"
+                        " WHERE run_id = %s", [run_id])
+            row = cur.fetchone()
+        if row is None or row[0] >= version:
+            return None  # another pass wrote as much already
+        writer = PointWriter(run, created)
+        new = _points(writer, timings)
+        _write_changes(writer, _unpack(bytes(row[1])), new)
+        with connection.cursor() as cur:
+            cur.execute("UPDATE ingest_timelinestate SET done_version = %s, derived = %s"
+                        " WHERE run_id = %s", [version, _pack(new), run_id])
+        outcome = writer.finish("", run_created=False)
+        publish_series_pks(created)
+    return outcome
+
+
+Points = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # pk, step, time, value
+
+
+def _points(w: PointWriter, t: formulas.StepTimings) -> Points:
+    pks = np.asarray(w.series_pks([(KIND, k, None, None) for k in t.keys]), dtype=np.int64)
+    i, j = np.nonzero(~np.isnan(t.values))
+    return pks[j], t.steps[i].astype(np.int64), t.times[i].astype(np.float64), t.values[i, j]
+
+
+def _pack(p: Points) -> bytes:
+    pk, step, tm, value = p
+    return b"".join([pk.astype("<i8").tobytes(), step.astype("<i8").tobytes(),
+                     tm.astype("<f8").tobytes(), value.astype("<f8").tobytes()])
+
+
+def _unpack(data: bytes) -> Points:
+    n = len(data) // 32
+    cols = [np.frombuffer(data, dtype=dt, count=n, offset=8 * n * k)
+            for k, dt in enumerate(("<i8", "<i8", "<f8", "<f8"))]
+    return cols[0], cols[1], cols[2], cols[3]
+
+
+def _write_changes(w: PointWriter, old: Points, new: Points) -> None:
+    """Write the points of `new` that `old` lacks or holds with another value or time, and a
+    NaN tombstone for each point of `old` that `new` no longer has."""
+    pairs = np.empty(old[0].size + new[0].size, dtype=[("pk", "<i8"), ("step", "<i8")])
+    pairs["pk"] = np.concatenate([old[0], new[0]])
+    pairs["step"] = np.concatenate([old[1], new[1]])
+    _, inverse = np.unique(pairs, return_inverse=True)
+    oi, ni = inverse[:old[0].size], inverse[old[0].size:]
+    m = int(inverse.max(initial=-1)) + 1
+    had, has = np.zeros(m, dtype=bool), np.zeros(m, dtype=bool)
+    had[oi], has[ni] = True, True
+    was_value, was_time = np.full(m, np.nan), np.full(m, np.nan)
+    was_value[oi], was_time[oi] = old[3], old[2]
+    change = np.flatnonzero(~had[ni] | (was_value[ni] != new[3]) | (was_time[ni] != new[2]))
+    gone = np.flatnonzero(~has[oi])
+    pk = np.concatenate([new[0][change], old[0][gone]])
+    if not pk.size:
+        return
+    sid_of = dict(Series.objects.filter(pk__in=np.unique(pk).tolist())
+                  .values_list("pk", "sid"))
+    w.add_block(pointstore.Block(pk, np.concatenate([new[1][change], old[1][gone]]),
+                                 np.concatenate([new[2][change], old[2][gone]]),
+                                 np.concatenate([new[3][change], np.full(gone.size, np.nan)])),
+                sid_of)
+
