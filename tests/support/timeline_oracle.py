@@ -218,12 +218,15 @@ def save_batches(events: list[Event]) -> dict[int, float]:
 
 
 def windows(saves: dict[int, float], tls: float | None) -> dict[int, tuple[float, float]]:
-    """{step: (s_prev, s_i)}: the inference windows (s_prev, s_i]."""
+    """{step: (s_prev, s_i)}: the inference windows (s_prev, s_i]. An empty one (save_batch
+    times going backwards, s_prev ≥ s_i) is no window: the docstring leaves it open, the
+    implementation decides so, and a negative window length has no meaning."""
     out = {}
     for i, s_i in saves.items():
         smaller = [j for j in saves if j < i]
         if smaller:
-            out[i] = (saves[max(smaller)], s_i)
+            if saves[max(smaller)] < s_i:
+                out[i] = (saves[max(smaller)], s_i)
         elif tls is not None and tls < s_i:
             out[i] = (tls, s_i)
     return out

@@ -462,8 +462,23 @@ def random_run(seed: int) -> tuple[list[dict[str, Any]], random.Random]:
         a = rng.uniform(base, t)
         rows.append(ev(rng.choice(["data/prefetch", "eval_loop"]), a, a + rng.uniform(0, 2),
                        rank=rng.choice(ranks)))
+    on_edges(rng, rows, base, t)
     rng.shuffle(rows)
     return rows, rng
+
+
+def on_edges(rng: random.Random, rows: list[dict[str, Any]], base: float, t: float) -> None:
+    """Generations ending or starting exactly on a save_batch time or on a multiple of 60 s
+    (an edge of every bucket width used); sometimes a loop start after the first steps."""
+    saves = [r["start"] for r in rows if r["name"] == "save_batch"]
+    edges = [60 * math.ceil(x / 60) for x in (rng.uniform(base, t) for _ in range(4))]
+    for at in rng.sample(saves, k=min(len(saves), 4)) + edges:
+        d = rng.uniform(0.1, 2)
+        a, b = (at - d, at) if rng.random() < 0.5 else (at, at + d)
+        rows.append(ev("generation", a, b, source="inference", server=None, slot=9,
+                       status=rng.choice(["normal", "canceled"]), tokens=7))
+    if rng.random() < 0.15:
+        rows.append(ev("training_loop_start", rng.uniform(base, t), source="orchestrator"))
 
 
 SEEDS = list(range(12))
