@@ -74,4 +74,5 @@ def decode(values: np.ndarray, table: np.ndarray) -> list[str | None]:
     out = np.full(values.shape, None, dtype=object)
     if table.size:
         out[ok] = table[values[ok].astype(np.int64)]
-    return out.tolist()
+    decoded: list[str | None] = out.tolist()
+    return decoded

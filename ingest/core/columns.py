@@ -63,7 +63,8 @@ def _encode(s: Samples, idx: np.ndarray, dictionaries: dict[str, tuple[np.ndarra
             out[name] = {"u": uniques[used].tolist(), "c": local.astype("<i4").tobytes()}
     out["metrics"] = {k: np.ascontiguousarray(v[idx], dtype="<f8").tobytes()
                       for k, v in s.metrics.items()}
-    return msgpack.packb(out, use_bin_type=True)
+    blob: bytes = msgpack.packb(out, use_bin_type=True)
+    return blob
 
 
 def step_slices(step: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -107,7 +108,8 @@ Raw = dict[str, Any]  # a stored batch as msgpack unpacks it (see `encode_steps`
 
 def unpack(blob: bytes) -> Raw:
     """A stored blob as its msgpack map, columns still bytes (what `assemble_steps` takes)."""
-    return msgpack.unpackb(bytes(blob), raw=False)
+    raw: Raw = msgpack.unpackb(bytes(blob), raw=False)
+    return raw
 
 
 @functools.lru_cache(maxsize=64)

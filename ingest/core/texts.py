@@ -142,8 +142,9 @@ def store(run_id: int, msg: p.Samples) -> dict[str, str]:
 
 
 def _as_sent(n: int, sent: list[TextColumn | None]) -> bytes:
-    return WIRE + msgpack.packb([n, *(None if c is None else c.data for c in sent)],
-                                use_bin_type=True)
+    packed: bytes = msgpack.packb([n, *(None if c is None else c.data for c in sent)],
+                                  use_bin_type=True)
+    return WIRE + packed
 
 
 def _take(values: Column, idx: np.ndarray) -> Column:

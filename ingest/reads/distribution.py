@@ -90,7 +90,8 @@ class StepGrid:
         return self.first + self.width * np.arange(self.buckets, dtype=np.int64)
 
     def ends(self) -> np.ndarray:
-        return np.minimum(self.starts() + self.width - 1, self.last)
+        ends: np.ndarray = np.minimum(self.starts() + self.width - 1, self.last)
+        return ends
 
     def bucket(self, steps: np.ndarray) -> np.ndarray:
         return (steps - self.first) // self.width
@@ -218,7 +219,8 @@ def chunk_bounds(sizes: np.ndarray) -> Iterator[tuple[int, int]]:
 def _last_batch(run_id: int) -> int | None:
     with connection.cursor() as cur:
         cur.execute("SELECT MAX(id) FROM ingest_samplebatch WHERE run_id = %s", [run_id])
-        return cur.fetchone()[0]
+        last: int | None = cur.fetchone()[0]
+        return last
 
 
 def _steps(run_id: int, last_id: int) -> tuple[np.ndarray, np.ndarray]:

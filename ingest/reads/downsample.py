@@ -16,7 +16,7 @@ DEFAULT_MAX_POINTS = 1500
 MIN_POINTS = 10
 MAX_POINTS = 20_000
 
-_SELECTOR = MinMaxLTTBDownsampler()
+_SELECTOR = MinMaxLTTBDownsampler()  # type: ignore[no-untyped-call]  # (tsdownsample's)
 
 
 def clip_steps(step: np.ndarray, lo: int | None, hi: int | None) -> slice:
