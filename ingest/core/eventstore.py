@@ -1,0 +1,325 @@
+"""Compact storage of `events` and `gauges` messages, and their reading back as tables.
+
+A stored row is one blob per message: a msgpack map of little-endian numpy columns (floats as
+float64, an all-NaN one left out; integers and label codes in the narrowest integer type that
+holds them, an all-null one left out) and the label lists (the distinct names, sources,
+servers, ids: integers as int64 bytes, strings as a list), that part zlib-compressed when it
+pays. Decoding many blobs concatenates them into one `EventTable` (or `GaugeTable`), merging the
+label lists: each blob's codes are remapped through one small table, not row by row.
+
+Pure: numpy and msgpack; no Django. The timeline's formulas (ingest.core.timeline) and the
+read API (`/events`, `/performance`, `/gauges`) work on what `decode_events` returns.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from ingest.core.intervals import factorize
+from ingest.core.timeline import EventTable
+from trainer_hooks.wire.schema import EVENT_STATUSES, Events, Gauges, Labels
+
+FORMAT = 1
+_INT_TYPES = ("<i1", "<i2", "<i4", "<i8")
+_ZLIB_MIN = 256  # label bytes below which compressing never pays
+
+# Columns by kind: (message field, table field, table list field for labels).
+_EVENT_FLOATS = ("start", "end")
+_EVENT_INTS = ("step", "rank", "slot", "tokens", "status")
+_EVENT_LABELS = (("name", "names"), ("source", "sources"), ("server", "servers"),
+                 ("sample_id", "sample_ids"), ("group_id", "group_ids"))
+_GAUGE_FLOATS = ("time", "value")
+_GAUGE_LABELS = (("name", "names"), ("host", "hosts"), ("device", "devices"))
+
+
+@dataclass
+class GaugeTable:
+    """Gauge points of a run, columnar: label columns are int32 codes into their lists (-1 =
+    null); `value` NaN = null."""
+
+    time: np.ndarray  # float64
+    names: list[str]
+    name: np.ndarray  # int32
+    value: np.ndarray  # float64
+    hosts: list[str | int]
+    host: np.ndarray  # int32
+    devices: list[str | int]
+    device: np.ndarray  # int32
+
+    @property
+    def n(self) -> int:
+        return int(self.time.shape[0])
+
+
+# A label column as one blob holds it: its integer labels, its string labels, and codes into
+# the two lists joined (integers first); -1 = null.
+_Part = tuple[np.ndarray, list[str], np.ndarray]
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def encode_events(msg: Events) -> bytes:
+    """One `events` message as a stored blob."""
+    return _encode(msg.n, {c: getattr(msg, c) for c in _EVENT_FLOATS},
+                   {c: getattr(msg, c) for c in _EVENT_INTS},
+                   {c: getattr(msg, c) for c, _ in _EVENT_LABELS})
+
+
+def encode_gauges(msg: Gauges) -> bytes:
+    """One `gauges` message as a stored blob."""
+    return _encode(msg.n, {c: getattr(msg, c) for c in _GAUGE_FLOATS}, {},
+                   {c: getattr(msg, c) for c, _ in _GAUGE_LABELS})
+
+
+def event_bounds(msg: Events) -> tuple[float, float]:
+    """(earliest start, latest end or instant) of a message: its stored row's time range."""
+    if msg.n == 0:
+        raise ValueError("events: a message without rows has no time range")
+    return float(np.min(msg.start)), float(np.max(np.fmax(msg.end, msg.start)))
+
+
+def gauge_bounds(msg: Gauges) -> tuple[float, float]:
+    """(earliest, latest) point time of a message."""
+    if msg.n == 0:
+        raise ValueError("gauges: a message without rows has no time range")
+    return float(np.min(msg.time)), float(np.max(msg.time))
+
+
+def _encode(n: int, floats: dict[str, np.ndarray], ints: dict[str, np.ndarray],
+            labels: dict[str, Labels]) -> bytes:
+    out: dict[str, Any] = {"v": FORMAT, "n": int(n)}
+    for name, col in floats.items():
+        col = np.asarray(col, dtype=np.float64)
+        out[name] = None if np.all(np.isnan(col)) else np.ascontiguousarray(col, "<f8").tobytes()
+    for name, col in ints.items():
+        out[name] = _pack_int(np.asarray(col), name)
+    lists: dict[str, Any] = {}
+    codes: dict[str, Any] = {}
+    for name, lab in labels.items():
+        int_values, str_values, lab_codes = _split(lab, name)
+        lists[name] = [np.asarray(int_values, dtype="<i8").tobytes(), str_values]
+        codes[name] = _pack_int(lab_codes, name)
+    packed = msgpack.packb(lists, use_bin_type=True)
+    squeezed = zlib.compress(packed, 1) if len(packed) >= _ZLIB_MIN else packed
+    out["z"] = len(squeezed) < len(packed)
+    out["labels"] = squeezed if out["z"] else packed
+    out["codes"] = codes
+    return msgpack.packb(out, use_bin_type=True)
+
+
+def _pack_int(col: np.ndarray, name: str) -> list[Any] | None:
+    """[type, bytes] in the narrowest type holding every value; None when all are -1."""
+    if col.size == 0 or not np.any(col != -1):
+        return None
+    lo, hi = int(col.min()), int(col.max())
+    for kind in _INT_TYPES:
+        info = np.iinfo(kind)
+        if info.min <= lo and hi <= info.max:
+            return [kind, np.ascontiguousarray(col, dtype=kind).tobytes()]
+    raise ValueError(f"{name}: {lo}..{hi} does not fit in 64 bits")
+
+
+def _split(lab: Labels, name: str) -> tuple[list[int], list[str], np.ndarray]:
+    """A label column as (its integer labels, its string labels, codes into both joined)."""
+    is_int = [isinstance(v, int | np.integer) for v in lab.values]
+    order = [i for i, k in enumerate(is_int) if k] + [i for i, k in enumerate(is_int) if not k]
+    remap = np.full(len(order) + 1, -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    ints = [int(v) for v, k in zip(lab.values, is_int, strict=True) if k]
+    if ints and not -(1 << 63) <= min(ints) <= max(ints) < (1 << 63):
+        raise ValueError(f"{name}: an integer label does not fit in 64 bits")
+    strs = [str(v) for v, k in zip(lab.values, is_int, strict=True) if not k]
+    return ints, strs, remap[np.asarray(lab.codes, dtype=np.int64)]
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def decode_events(blobs: list[bytes]) -> EventTable:
+    """Many stored `events` blobs as one table, in the order given."""
+    cols = _decode_all(blobs, _EVENT_FLOATS, _EVENT_INTS, [c for c, _ in _EVENT_LABELS])
+    return _event_table(cols)
+
+
+def decode_gauges(blobs: list[bytes]) -> GaugeTable:
+    """Many stored `gauges` blobs as one table, in the order given."""
+    cols = _decode_all(blobs, _GAUGE_FLOATS, (), [c for c, _ in _GAUGE_LABELS])
+    return GaugeTable(time=cols["time"], names=cols["names"], name=cols["name"],
+                      value=cols["value"], hosts=cols["hosts"], host=cols["host"],
+                      devices=cols["devices"], device=cols["device"])
+
+
+def concat_events(tables: list[EventTable]) -> EventTable:
+    """Several tables as one (rows in the order given), their label lists merged."""
+    cols: dict[str, Any] = {}
+    for name in _EVENT_FLOATS + _EVENT_INTS:
+        cols[name] = _concat([getattr(t, name) for t in tables],
+                             np.int8 if name == "status" else None)
+    for name, plural in _EVENT_LABELS:
+        parts = []
+        for t in tables:
+            codes = getattr(t, name)
+            if codes is None:
+                codes = np.full(t.n, -1, dtype=np.int32)
+            parts.append(_as_part(Labels(list(getattr(t, plural)), codes), name))
+        cols[plural], cols[name] = _merge(parts)
+    return _event_table(cols)
+
+
+def _event_table(cols: dict[str, Any]) -> EventTable:
+    return EventTable(
+        names=cols["names"], name=cols["name"], sources=cols["sources"], source=cols["source"],
+        start=cols["start"], end=cols["end"], step=cols["step"], rank=cols["rank"],
+        servers=cols["servers"], server=cols["server"], slot=cols["slot"],
+        status=cols["status"], tokens=cols["tokens"], sample_ids=cols["sample_ids"],
+        sample_id=cols["sample_id"], group_ids=cols["group_ids"], group_id=cols["group_id"])
+
+
+def _as_part(lab: Labels, name: str) -> _Part:
+    ints, strs, codes = _split(lab, name)
+    return np.asarray(ints, dtype=np.int64), strs, codes
+
+
+def _decode_all(blobs: list[bytes], floats: tuple[str, ...], ints: tuple[str, ...],
+                labels: list[str]) -> dict[str, Any]:
+    maps = [msgpack.unpackb(b, raw=False) for b in blobs]
+    cols: dict[str, Any] = {}
+    for m in maps:
+        if m.get("v") != FORMAT:
+            raise ValueError(f"stored blob: format {m.get('v')!r}, this server reads {FORMAT}")
+    ns = [int(m["n"]) for m in maps]
+    for name in floats:
+        cols[name] = _concat([_unpack_float(m[name], n) for m, n in zip(maps, ns, strict=True)],
+                             np.float64)
+    for name in ints:
+        cols[name] = _concat([_unpack_int(m[name], n) for m, n in zip(maps, ns, strict=True)],
+                             np.int8 if name == "status" else np.int64)
+    lists = [msgpack.unpackb(zlib.decompress(m["labels"]) if m["z"] else m["labels"],
+                             raw=False) for m in maps]
+    for name in labels:
+        parts = [(np.frombuffer(lst[name][0], dtype="<i8"), lst[name][1],
+                  _unpack_int(m["codes"][name], n))
+                 for m, lst, n in zip(maps, lists, ns, strict=True)]
+        cols[name + "s"], cols[name] = _merge(parts)  # name -> names, host -> hosts, ...
+    return cols
+
+
+def _unpack_float(data: bytes | None, n: int) -> np.ndarray:
+    if data is None:
+        return np.full(n, np.nan)
+    col = np.frombuffer(data, dtype="<f8")
+    if col.size != n:
+        raise ValueError(f"stored blob: a column of {col.size} rows in a blob of {n}")
+    return col
+
+
+def _unpack_int(packed: list[Any] | None, n: int) -> np.ndarray:
+    """The column as stored (a view of the blob in its own integer type)."""
+    if packed is None:
+        return np.full(n, -1, dtype=np.int8)
+    kind, data = packed
+    if kind not in _INT_TYPES:
+        raise ValueError(f"stored blob: unknown integer type {kind!r}")
+    col = np.frombuffer(data, dtype=kind)
+    if col.size != n:
+        raise ValueError(f"stored blob: a column of {col.size} rows in a blob of {n}")
+    return col
+
+
+def _concat(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
+    if not arrays:
+        return np.zeros(0, dtype=dtype or np.float64)
+    return np.concatenate(arrays) if dtype is None else np.concatenate(arrays, dtype=dtype)
+
+
+def _merge(parts: list[_Part]) -> tuple[list[Any], np.ndarray]:
+    """One label list for many parts, and every part's codes remapped into it (int32). The
+    integer labels are merged by one factorization (sorted); the strings through one dict (a
+    label once per part that lists it; a part listing what the previous one did reuses its
+    mapping)."""
+    if not parts:
+        return [], np.zeros(0, dtype=np.int32)
+    uniq, inv = factorize(np.concatenate([p[0] for p in parts]))
+    index: dict[str, int] = {}
+    last: list[str] | None = None
+    last_map = np.zeros(0, dtype=np.int64)
+    out = []
+    offset = 0
+    for ints, strs, codes in parts:
+        int_map = inv[offset:offset + ints.size]
+        offset += ints.size
+        if strs != last:
+            last_map = np.array([index.setdefault(s, len(index)) for s in strs], dtype=np.int64)
+            last = strs
+        remap = np.concatenate([int_map, uniq.size + last_map, [-1]]).astype(np.int32)
+        out.append(remap[codes])
+    values: list[Any] = [*uniq.tolist(), *index]
+    return values, np.concatenate(out)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def window(ev: EventTable, t0: float, t1: float) -> EventTable:
+    """The events overlapping [t0, t1): start < t1 and (end, or an instant's start) ≥ t0."""
+    keep = (ev.start < t1) & (np.fmax(ev.end, ev.start) >= t0)
+    return take(ev, np.flatnonzero(keep))
+
+
+def take(ev: EventTable, rows: np.ndarray) -> EventTable:
+    """The rows `rows` of a table (its label lists shared)."""
+    return EventTable(
+        names=ev.names, name=ev.name[rows], sources=ev.sources, source=ev.source[rows],
+        start=ev.start[rows], end=ev.end[rows], step=ev.step[rows], rank=ev.rank[rows],
+        servers=ev.servers, server=ev.server[rows], slot=ev.slot[rows],
+        status=ev.status[rows], tokens=ev.tokens[rows], sample_ids=ev.sample_ids,
+        sample_id=None if ev.sample_id is None else ev.sample_id[rows],
+        group_ids=ev.group_ids, group_id=None if ev.group_id is None else ev.group_id[rows])
+
+
+def gauge_window(g: GaugeTable, t0: float, t1: float) -> GaugeTable:
+    """The gauge points with t0 ≤ time < t1."""
+    rows = np.flatnonzero((g.time >= t0) & (g.time < t1))
+    return GaugeTable(time=g.time[rows], names=g.names, name=g.name[rows],
+                      value=g.value[rows], hosts=g.hosts, host=g.host[rows],
+                      devices=g.devices, device=g.device[rows])
+
+
+def to_columns(ev: EventTable) -> dict[str, list[Any]]:
+    """The read API's columnar events (docs/protocol.md `/events`): null for an instant's end,
+    for a -1 step, rank, slot or tokens, for a null label or status."""
+    return {
+        "name": _labels(ev.names, ev.name),
+        "start": ev.start.tolist(),
+        "end": _nullable(ev.end, np.isnan(ev.end)),
+        "source": _labels(ev.sources, ev.source),
+        "step": _nullable(ev.step, ev.step < 0),
+        "rank": _nullable(ev.rank, ev.rank < 0),
+        "server": _labels(ev.servers, ev.server),
+        "slot": _nullable(ev.slot, ev.slot < 0),
+        "status": _labels(list(EVENT_STATUSES), ev.status),
+        "tokens": _nullable(ev.tokens, ev.tokens < 0),
+        "sample_id": _labels(ev.sample_ids, ev.sample_id, ev.n),
+        "group_id": _labels(ev.group_ids, ev.group_id, ev.n),
+    }
+
+
+def _labels(values: list[Any], codes: np.ndarray | None, n: int = 0) -> list[Any]:
+    if codes is None:
+        return [None] * n
+    used, local = np.unique(codes, return_inverse=True)  # a window uses few of a run's ids
+    table = np.empty(used.size, dtype=object)
+    table[:] = [None if c < 0 else values[c] for c in used.tolist()]
+    return table[local].tolist()
+
+
+def _nullable(col: np.ndarray, null: np.ndarray) -> list[Any]:
+    out = col.astype(object)
+    out[null] = None
+    return out.tolist()
