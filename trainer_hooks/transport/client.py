@@ -72,6 +72,16 @@ whose text alone exceeds what one message may carry loses it (named in `not_stor
 rest still send their numbers), chosen by `text_pick`: `"best_worst"` (default: ⌈k/2⌉ highest
 and ⌊k/2⌋ lowest rewards), `"best"`, `"worst"` or `"random"` — selected on the sender thread.
 
+**Where the time goes.** `client.span(name, ...)` times a block (a context manager: one
+tuple appended per span, a few µs on the caller's thread), `log_events(...)` logs spans or
+instants already timed, `log_gauges(...)` time-series points; `connect(...,
+system_metrics=True)` samples CPU, memory and GPUs every 10 s (a number: that many seconds;
+`timeline.system`), `watch_prometheus(client, url)` scrapes a Prometheus endpoint
+(`timeline.prometheus`). They are buffered columnar (`timeline.recorder`) and sealed as
+`events` / `gauges` messages into the same outbox at 4,096 rows or after 1 s, and on `flush()`,
+`sync()` and `close()`: durable, resent and acknowledged like everything else. Rows the server
+would refuse are left out, counted in `invalid_values` and named in `not_stored`.
+
 **Layout.** This module is the caller's side (`connect`, `Client`). It hands the sender
 thread (`engine.SenderEngine`) four things and nothing else: the run target (`run`), the options
 (`options`), the call queue (`queue.CallQueue`) and the bookkeeping (`bookkeeping`). The engine
@@ -93,6 +103,8 @@ import orjson
 
 from trainer_hooks.rewards.ranges import environment_declarations
 from trainer_hooks.rewards.recorder import RewardRecorder
+from trainer_hooks.timeline.recorder import TimelineRecorder
+from trainer_hooks.timeline.spans import Rows, Span
 from trainer_hooks.transport import exits
 from trainer_hooks.transport.bookkeeping import STAT_NAMES, Bookkeeping
 from trainer_hooks.transport.engine import SenderEngine
@@ -113,6 +125,7 @@ from trainer_hooks.transport.queue import (
 from trainer_hooks.transport.run import RunTarget, ingest_url
 from trainer_hooks.transport.samples import TEXT_PICKS, PerGroup
 from trainer_hooks.transport.sync import undelivered
+from trainer_hooks.transport.timeline import SYSTEM_METRICS_INTERVAL, Stoppable, TimelineBooks
 from trainer_hooks.wire.protocol import TEXT_COLUMNS, check_key
 
 log = logging.getLogger("trainer_hooks.sender")
@@ -124,13 +137,26 @@ _new = tuple.__new__
 
 def connect(url: str, token: str, run: str, config: dict[str, Any] | None = None,
             environments: Any = None, *, resume: bool = False, join: bool = False,
-            **options: Any) -> Client:
+            system_metrics: bool | float = False, **options: Any) -> Client:
     """Start a sender for `run`; see the module docstring. `resume=True` continues the newest
     run of that name (a restarted trainer); `join=True` sends into it without starting it (a
-    reward worker). Raises only for setup mistakes (a malformed `url` or run name, an unknown
-    option, `join` with `resume`, `config` or `environments`), never for the network."""
-    return Client(url, token, run, config=config, environments=environments,
-                  options=SenderOptions(**options), resume=resume, join=join)
+    reward worker, another rank). `system_metrics=True` (or a number of seconds) samples CPU,
+    memory and GPUs into gauges (the `[system]` extra; open it on one process per machine).
+    Raises only for setup mistakes (a malformed `url` or run name, an unknown option, `join`
+    with `resume`, `config` or `environments`, system metrics without psutil), never for the
+    network."""
+    sampler = None
+    if system_metrics:
+        from trainer_hooks.timeline.system import SystemSampler
+
+        SystemSampler.check()  # before anything starts: a missing extra is a setup mistake
+        sampler = SystemSampler
+    client = Client(url, token, run, config=config, environments=environments,
+                    options=SenderOptions(**options), resume=resume, join=join)
+    if sampler is not None:
+        interval = SYSTEM_METRICS_INTERVAL if system_metrics is True else float(system_metrics)
+        client.attach(sampler(client.log_gauges, interval=interval))
+    return client
 
 
 def _keep(x: Any) -> Any:
@@ -190,6 +216,11 @@ class Client:
                                         name=f"telescope-sender[{run}]")
         self._thread.start()
         self._engine.started.wait(30)
+        self._timeline = TimelineRecorder(self._put_message, TimelineBooks(self._books),
+                                          lists_for_nulls=options.encoding == "json",
+                                          label=run)
+        self._spans = self._timeline.spans
+        self._attached: list[Stoppable] = []
         if not join:
             self._run_start(config, environments)
             exits.register(self)  # the run ends with the process (transport.exits)
@@ -255,6 +286,63 @@ class Client:
             return None
         return PerGroup(values, self._per_group, self.options.text_pick)
 
+    def span(self, name: str, *, source: str = "trainer", step: int | None = None,
+             rank: int | None = None, server: str | int | None = None,
+             slot: int | None = None, status: str | None = None, tokens: int | None = None,
+             sample_id: str | int | None = None, group_id: str | int | None = None) -> Span:
+        """A context manager timing its block as one span of the `events` columns (unix
+        seconds from time.time()); set fields inside it (`sp.tokens = n`). A block that raises
+        still records its span. Never raises; checked on the flushing thread."""
+        rows = self._spans if not self._closed else self._closed_rows()
+        return Span(rows, name, source, step, rank, server, slot, status, tokens, sample_id,
+                    group_id)
+
+    def log_events(self, *, name: Any, start: Any, end: Any = None, source: Any = None,
+                   step: Any = None, rank: Any = None, server: Any = None, slot: Any = None,
+                   status: Any = None, tokens: Any = None, sample_id: Any = None,
+                   group_id: Any = None) -> None:
+        """Queue spans (or instants: no `end`) already timed, columnar: lists, arrays or
+        tensors of one length N, or one value for all (`source="inference"`). Never raises."""
+        self._buffer(self._timeline.event_calls, (
+            name, start, end, source, step, rank, server, slot, status, tokens, sample_id,
+            group_id))
+
+    def log_gauges(self, *, name: Any, value: Any, time: Any = None, host: Any = None,
+                   device: Any = None) -> None:
+        """Queue time-series points, columnar like `log_events` (`time` default: now; `host`
+        a string, `device` a string or an int). Never raises."""
+        self._buffer(self._timeline.gauge_calls,
+                     (_now() if time is None else time, name, value, host, device))
+
+    def attach(self, worker: Stoppable) -> None:
+        """A background producer of this client's gauges or events (`SystemSampler`,
+        `watch_prometheus`): `close()` stops it first, then sends what it logged."""
+        self._attached.append(worker)
+
+    def _buffer(self, rows: Rows, call: tuple[Any, ...]) -> None:
+        if self._closed:
+            rows = self._closed_rows()
+        elif self._copy_columns:
+            call = tuple(map(_copy, call))
+        rows.append(call)
+        if len(rows) >= rows.limit:
+            rows.full()
+
+    def _closed_rows(self) -> Rows:
+        """Where spans and events logged after close() go: counted and named, not stored."""
+        def dropped() -> None:
+            n = len(rows)
+            del rows[:n]
+            self._books.count("dropped_closed", n)
+            self.ledger.add("closed", "spans, events or gauges", n, "logged after close()")
+            self._books.warn_once("closed", "telescope: a log call after close() is not "
+                                  "stored (counted in stats)")
+        rows = Rows(0, dropped)
+        return rows
+
+    def _put_message(self, message: dict[str, Any]) -> None:
+        self._put(ControlCall(message))
+
     def declare_ranges(self, environments: Any) -> None:
         """Replace the run's environment declarations (a YAML path, dicts or env classes)."""
         decls, problems = environment_declarations(environments)
@@ -283,6 +371,7 @@ class Client:
             return self._close_result
         for rec in list(self._recorders):
             rec.flush()
+        self._timeline.drain()
         if aggregated:
             self._queue.append(ControlCall({"type": "barrier"}))  # never refused, like a flush
         return self._wait(FlushCall, timeout)
@@ -292,6 +381,7 @@ class Client:
         or acknowledged: what a checkpoint needs."""
         if self._close_result is not None:
             return self._close_result
+        self._timeline.drain()
         return self._wait(SyncCall, timeout)
 
     def _wait(self, kind: type[FlushCall | SyncCall], timeout: float | None) -> bool:
@@ -313,6 +403,9 @@ class Client:
         if self._close_result is not None:
             return self._close_result
         deadline = None if timeout is None else time.monotonic() + timeout
+        for worker in self._attached:
+            worker.stop()
+        self._timeline.close()
         if status is not None:
             self.end(status)
         ok = self.flush(timeout, aggregated=True)
@@ -372,10 +465,13 @@ class Client:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters (see STAT_NAMES) plus `pending` (outbox messages not yet acknowledged),
+        """Counters (see STAT_NAMES) plus `logged_events` and `logged_gauges` (rows sealed
+        into `events` / `gauges` messages), `pending` (outbox messages not yet acknowledged),
         `in_flight`, `spool_bytes` (their bodies, on disk or staged in memory), `connected`
         (0/1) and `not_stored`."""
         return {**self._books.counts(), **self._engine.status(),
+                "logged_events": self._timeline.logged_events,
+                "logged_gauges": self._timeline.logged_gauges,
                 "not_stored": self.ledger.total}
 
     @property

@@ -1,0 +1,17 @@
+"""Optional dependencies, imported when first used."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def require(module: str, extra: str, what: str, package: str | None = None) -> Any:
+    """`module` imported, or an ImportError that names the extra (and the package) that
+    installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        package = package or module
+        raise ImportError(f"{what} needs {package}: pip install 'telescope-dashboard[{extra}]' "
+                          f"(or pip install {package})") from exc
