@@ -3,9 +3,11 @@
 Pure Python (numpy; torch only inside the functions that need it; never Django). Names are
 resolved lazily so `import trainer_hooks` stays cheap and torch-free.
 
-Four subpackages, each importing only those listed after it:
+Five subpackages, each importing only those listed after it:
 
 - `transport`: `connect()` and the `Client` — the durable, non-blocking sender.
+- `timeline`: where the time goes — spans, events and gauges buffered for the client, system
+  metrics (`connect(..., system_metrics=True)`) and `watch_prometheus`.
 - `rewards`: reward capture (`RewardResult`, `RewardRecorder`) and environment range
   declarations.
 - `metrics`: step windows (`MetricSpec`, `Reduce`, `StepWindow`) and their exact reduction
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from trainer_hooks.metrics.specs import Reduce as Reduce
     from trainer_hooks.metrics.window import StepWindow as StepWindow
     from trainer_hooks.rewards.result import RewardResult as RewardResult
+    from trainer_hooks.timeline.prometheus import watch_prometheus as watch_prometheus
     from trainer_hooks.transport.client import connect as connect
 
 _EXPORTS = {
@@ -36,6 +39,7 @@ _EXPORTS = {
     "reduce_window": "trainer_hooks.metrics.reduce",
     "RewardResult": "trainer_hooks.rewards.result",
     "connect": "trainer_hooks.transport.client",
+    "watch_prometheus": "trainer_hooks.timeline.prometheus",
 }
 
 __all__ = sorted(_EXPORTS)
