@@ -94,7 +94,14 @@ def test_data_quality_is_collapsed_and_flags_a_non_zero_counter(page, dashboard)
     section.wait_for()
     toggle = section.locator(".section-toggle")
     assert toggle.get_attribute("aria-expanded") == "false"
-    page.wait_for_timeout(500)
+    # The flag is set from the counters once they are loaded (the section loads them itself,
+    # collapsed): wait for the loads and the refresh after them, then it says nothing.
+    page.wait_for_function("""() => { const t = window.telescope, v = t && t.view;
+        if (!v || !v.quality.size || v.qualityTimer) return false;
+        return [...v.quality].every(c => t.runs.every(s => {
+          const entries = s.families.get(c.family) || [];
+          return entries.length && entries.every(e => s.series.has(e.id)
+            && !t.loader.isPending(s, e.id)); })); }""")
     assert section.locator("[data-quality-flag]").is_hidden()  # everything is zero so far
     # A reward outside countdown's declared 0–2: outside_count is no longer zero.
     dashboard.post([{"v": 1, "id": "dq-out", "type": "samples", "run": "dq", "step": 3,

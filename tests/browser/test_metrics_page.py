@@ -66,6 +66,19 @@ def open_metrics(pg, dashboard, run: str, query: str = "") -> int:
     return run_id
 
 
+def wait_drawn_near(pg) -> None:
+    """Wait until the Metrics page has drawn every chart near the viewport as the layout is now
+    and has nothing left to load or draw. The page's IntersectionObservers say which charts are
+    near; one the test makes last reports after them (the same rendering update notifies
+    observers in the order they were made), so its report means theirs are in."""
+    pg.evaluate("""() => new Promise(resolve => {
+        const io = new IntersectionObserver(() => { io.disconnect(); resolve(); });
+        io.observe(document.body); })""")
+    pg.wait_for_function("""() => { const t = window.telescope;
+        return [...t.view.charts.values()].every(c => !c.near || c.rendered)
+          && t.scheduler.queue.size === 0 && t.loader.pending.size === 0; }""")
+
+
 def test_it_renders_sections_in_order_and_adds_new_ones_live(page, dashboard):
     dashboard.post([step("r", n, {k: float(n + i) for i, k in enumerate(KEYS)}) for n in range(5)])
     open_metrics(page, dashboard, "r")
@@ -290,14 +303,17 @@ def test_a_page_with_300_charts_only_renders_what_is_near(page, dashboard):
                     for n in range(30)])
     open_metrics(page, dashboard, "big")
     wait_chart(page, sid(keys[0]))
-    page.wait_for_timeout(500)
     assert page.eval_on_selector_all(".chart", "els => els.length") == 300
+    wait_drawn_near(page)
     rendered = page.eval_on_selector_all(".chart.rendered", "els => els.length")
     assert 0 < rendered < 60
     page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
     wait_chart(page, sid(keys[-1]))
-    page.wait_for_timeout(300)
-    assert chart_data(page, sid(keys[0])) is None  # released far from the viewport
+    page.wait_for_function(  # released far from the viewport
+        "sid => !document.querySelector(`[data-series-id=\"${CSS.escape(sid)}\"]`).data",
+        arg=sid(keys[0]))
+    wait_drawn_near(page)
+    assert chart_data(page, sid(keys[0])) is None
     assert page.eval_on_selector_all(".chart.rendered", "els => els.length") < 60
 
 
@@ -316,11 +332,13 @@ def test_a_hostile_key_and_run_name_render_as_text(page, dashboard):
     assert page.text_content("h1") == HOSTILE
     # Hover shows the run name in Plotly's tooltip: as text, escaped for Plotly.
     page.locator(f"[data-series-id='{sid(HOSTILE)}'] .nsewdrag").first.hover()
-    page.wait_for_timeout(300)
+    label = page.wait_for_selector(f"[data-series-id='{sid(HOSTILE)}'] .hoverlayer .legend")
+    assert HOSTILE in label.text_content()  # the name as text: no element was made of it
     assert fig["data"][0]["name"] == "&lt;img src=x onerror=alert(1)&gt;"
+    assert page.eval_on_selector_all("img", "els => els.length") == 0
     page.goto(f"{dashboard.url}/")
-    page.wait_for_selector("tr[data-run-id]")
-    page.wait_for_timeout(300)
+    page.wait_for_function("name => [...document.querySelectorAll('tr[data-run-id] .run-name a')]"
+                           ".some(a => a.textContent === name)", arg=HOSTILE)
     assert page.eval_on_selector_all("img", "els => els.length") == 0
     assert dialogs == []
 

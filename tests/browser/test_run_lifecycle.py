@@ -61,7 +61,10 @@ def test_an_open_metrics_page_of_a_deleted_run_says_so_and_stops_being_live(page
     assert "doomed" in page.text_content("#deleted-banner")
     assert page.text_content(".run-chip .badge.status") == "deleted"
     assert not says_live_or_running(page, "#runbar")
-    time.sleep(1)  # and it stays so (no reconnect brings "live" back)
+    # And it stays so: the live client is stopped (its reconnect timer cleared, none set once
+    # stopped) and its socket has closed, so nothing can bring "live" back.
+    page.wait_for_function("() => { const live = window.telescope.live;"
+                           " return live.closed && live.ws === null; }")
     assert not says_live_or_running(page, "#runbar")
 
 
