@@ -175,15 +175,20 @@ def step_times(trainer: dict[int, list[Event]], tls: float | None) -> dict[int, 
     return out
 
 
+DERIVED_TOTALS = ("step", "weight_sync_trainer", "weight_sync_inference")  # ops with no _total
+
+
 def op_timings(evs: list[Event]) -> dict[str, float]:
-    """timing_<op>_total and timing_<op>_microbatch_mean of one step's trainer events."""
+    """timing_<op>_total and timing_<op>_microbatch_mean of one step's trainer events; an op
+    whose _total is a series of its own (`timing_step_total`, ...) has only the mean."""
     by_op: dict[str, dict[int | None, list[float]]] = {}
     for e in evs:
         if e.span:
             by_op.setdefault(e.name, {}).setdefault(e.rank, []).append(e.duration)
     out = {}
     for op, per_rank in by_op.items():
-        out[f"timing_{op}_total"] = max(sum(ds) for ds in per_rank.values())
+        if op not in DERIVED_TOTALS:
+            out[f"timing_{op}_total"] = max(sum(ds) for ds in per_rank.values())
         out[f"timing_{op}_microbatch_mean"] = mean([d for ds in per_rank.values() for d in ds])
     return out
 

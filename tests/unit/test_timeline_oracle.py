@@ -29,14 +29,17 @@ def side(request: pytest.FixtureRequest) -> str:
 
 
 def impl_points(st: timeline.StepTimings) -> Points:
-    """The implementation's StepTimings as {step: (time, {key: value})}, NaN left out (and
-    rows without a point)."""
+    """The implementation's StepTimings as {step: (time, {key: value})}, NaN left out; it holds
+    only steps and series that have a point."""
     m, k = st.values.shape
     assert st.steps.dtype == np.int64 and st.times.dtype == np.float64
     assert st.steps.shape == (m,) and st.times.shape == (m,) and len(st.keys) == k
     assert list(st.steps) == sorted(set(st.steps.tolist())), "steps ascending, unique"
     assert st.keys == sorted(set(st.keys)), "keys sorted, unique"
     assert all(key.startswith("timing_") for key in st.keys)
+    has = ~np.isnan(st.values)
+    assert has.any(axis=1).all(), "a step without a point"
+    assert has.any(axis=0).all(), "a series without a point"
     out: Points = {}
     for i, step in enumerate(st.steps.tolist()):
         row = {key: float(st.values[i, j]) for j, key in enumerate(st.keys)
@@ -251,6 +254,24 @@ def test_first_step_and_training_loop_start(side: str, loop_starts: list[tuple[f
         "timing_forward_microbatch_mean": 2.0, "timing_microbatch_count": 1.0} | more)})
 
 
+def test_ops_named_like_a_derived_total(side: str) -> None:
+    """Ops `step`, `weight_sync_trainer`, `weight_sync_inference` keep their mean but give no
+    _total: timing_step_total is end_0 − loop start, the trainer total is weight_broadcast's."""
+    t = table([
+        ev("training_loop_start", -1.0, source="orchestrator"),
+        ev("step", 0.0, 1.0, step=0, rank=0),
+        ev("weight_sync_trainer", 1.0, 3.0, step=0, rank=0),
+        ev("weight_broadcast", 3.0, 4.0, step=0, rank=0),
+        ev("weight_sync_inference", 4.0, 4.5, step=0, rank=0),
+    ])
+    assert_points(points(side, t), {0: (4.5, {
+        "timing_step_active": 4.5, "timing_step_total": 5.5, "timing_waiting_for_data": 1.0,
+        "timing_step_microbatch_mean": 1.0, "timing_weight_sync_trainer_microbatch_mean": 2.0,
+        "timing_weight_broadcast_total": 1.0, "timing_weight_broadcast_microbatch_mean": 1.0,
+        "timing_weight_sync_trainer_total": 1.0,
+        "timing_weight_sync_inference_microbatch_mean": 0.5})})
+
+
 def weight_sync_run() -> EventTable:
     inf = {"source": "inference"}
     return table([
@@ -384,7 +405,8 @@ def test_no_latest_no_partial_bucket(side: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Randomized runs: implementation vs oracle
 
-OPS = ("optimizer_step", "forward", "weight_broadcast", "data/load", "train_step/loss")
+OPS = ("optimizer_step", "forward", "weight_broadcast", "data/load", "train_step/loss", "step",
+       "weight_sync_trainer")
 
 
 def trainer_step(rng: random.Random, rows: list[dict[str, Any]], step: int, t: float,
@@ -502,7 +524,7 @@ def test_random_runs_have_every_kind_of_point() -> None:
     for key in ("timing_step_total", "timing_waiting_for_data", "timing_microbatch_count",
                 "timing_train_step/forward_total", "timing_weight_sync_trainer_total",
                 "timing_weight_sync_inference_total", "timing_generation_canceled_pct",
-                "timing_avg_compute_reward_time", "timing_idle_pct"):
+                "timing_avg_compute_reward_time", "timing_idle_pct", "timing_step_microbatch_mean"):
         assert key in keys, key
 
 
@@ -540,10 +562,12 @@ def test_inference_lanes_matches_oracle(seed: int) -> None:
                                                                             lanes)
 
 
-def overlapping(rows: list[dict[str, Any]], t0: float, t1: float) -> list[dict[str, Any]]:
-    """The events overlapping [t0, t1), as the read API selects a window's."""
-    return [r for r in rows if r["start"] < t1
-            and (r["start"] if r["end"] is None else r["end"]) >= t0]
+def overlapping(rows: list[dict[str, Any]], width: float, t0: float,
+                t1: float) -> list[dict[str, Any]]:
+    """The events overlapping the whole buckets of [t0, t1), as the read API selects them."""
+    lo, hi = math.floor(t0 / width) * width, math.ceil(t1 / width) * width
+    return [r for r in rows if r["start"] < hi
+            and (r["start"] if r["end"] is None else r["end"]) >= lo]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -558,7 +582,7 @@ def test_buckets_match_oracle(seed: int) -> None:
         width = rng.choice([1.0, 2.5, 10.0, 60.0])
         t0 = first + rng.uniform(-3, (latest - first) / 2)
         t1 = t0 + rng.uniform(width / 3, latest - first + 5)
-        for part in (rows, overlapping(rows, t0, t1)):
+        for part in (rows, overlapping(rows, width, t0, t1)):
             t = table(part, rng=rng)
             counts = {"lanes": lanes, "servers": servers, "ranks": ranks, "latest": latest}
             want = buckets_of("oracle", t, width, t0, t1, **counts)
