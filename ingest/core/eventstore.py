@@ -141,9 +141,14 @@ def _split(lab: Labels, name: str) -> tuple[list[int], list[str], np.ndarray]:
 # ---------------------------------------------------------------- decoding
 
 
-def decode_events(blobs: list[bytes]) -> EventTable:
-    """Many stored `events` blobs as one table, in the order given."""
-    cols = _decode_all(blobs, _EVENT_FLOATS, _EVENT_INTS, [c for c, _ in _EVENT_LABELS])
+def decode_events(blobs: list[bytes], *, ids: bool = True) -> EventTable:
+    """Many stored `events` blobs as one table, in the order given; without their sample and
+    group ids when not `ids` (the formulas do not use them, and merging many distinct ids
+    costs more than the rest)."""
+    labels = [c for c, _ in _EVENT_LABELS if ids or c not in ("sample_id", "group_id")]
+    cols = _decode_all(blobs, _EVENT_FLOATS, _EVENT_INTS, labels)
+    if not ids:
+        cols.update(sample_ids=[], sample_id=None, group_ids=[], group_id=None)
     return _event_table(cols)
 
 

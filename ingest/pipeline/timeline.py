@@ -57,16 +57,53 @@ def run_lanes(run_id: int) -> int | None:
                             .first())
 
 
+# The decoded events of the runs last computed, per process: {run: (first and last batch id
+# read, events, table)}. A run's batches are only ever appended, with ids rising in commit
+# order (its writers hold the run's row lock while they insert), so a pass decodes only the
+# batches after the last id it read, once the run's batches up to it are checked to be the
+# ones cached (their first id and event count). At most CACHE_EVENTS events are kept (the
+# least recently used run goes first).
+CACHE_EVENTS = 4_000_000
+_CACHE: dict[int, tuple[int, int, int, formulas.EventTable]] = {}
+
+
+def run_events(run_id: int) -> formulas.EventTable:
+    """Every stored event of the run (without sample and group ids)."""
+    first, last, count, table = _CACHE.pop(run_id, (0, 0, 0, None))
+    with connection.cursor() as cur:
+        if table is not None:
+            cur.execute("SELECT MIN(id), COALESCE(SUM(n), 0) FROM ingest_eventbatch"
+                        " WHERE run_id = %s AND id <= %s", [run_id, last])
+            if tuple(cur.fetchone() or ()) != (first, count):  # not what was cached
+                first, last, count, table = 0, 0, 0, None
+        cur.execute("SELECT id, n, data FROM ingest_eventbatch WHERE run_id = %s AND id > %s"
+                    " ORDER BY id", [run_id, last])
+        rows = cur.fetchall()
+    if rows:
+        fresh = eventstore.decode_events([bytes(r[2]) for r in rows], ids=False)
+        table = fresh if table is None else eventstore.concat_events([table, fresh])
+        table.sample_id = table.group_id = None
+        first = first or rows[0][0]
+        last, count = rows[-1][0], count + sum(r[1] for r in rows)
+    if table is None:
+        return eventstore.decode_events([], ids=False)
+    _CACHE[run_id] = (first, last, count, table)
+    while sum(entry[2] for entry in _CACHE.values()) > CACHE_EVENTS and len(_CACHE) > 1:
+        del _CACHE[next(iter(_CACHE))]
+    return table
+
+
+def forget(run_id: int) -> None:
+    _CACHE.pop(run_id, None)
+
+
 def compute(run_id: int) -> tuple[int, formulas.StepTimings] | None:
     """(version, the run's timing series) when its series lag behind its events, else None."""
     t0 = time.perf_counter()
     version = behind(run_id)
     if version is None:
         return None
-    with connection.cursor() as cur:
-        cur.execute("SELECT data FROM ingest_eventbatch WHERE run_id = %s ORDER BY id", [run_id])
-        blobs = [bytes(row[0]) for row in cur.fetchall()]
-    timings = formulas.step_series(eventstore.decode_events(blobs), run_lanes(run_id))
+    timings = formulas.step_series(run_events(run_id), run_lanes(run_id))
     log.debug("run %s: timeline of %d steps computed in %.3f s", run_id, timings.steps.size,
               time.perf_counter() - t0)
     return version, timings

@@ -176,7 +176,8 @@ def performance(run_id: int, bucket: float | None, start: float | None,
     if (hi - lo) / b > MAX_BUCKETS:
         raise ReadError("bucket", f"{math.ceil((hi - lo) / b)} buckets; at most {MAX_BUCKETS}:"
                         " choose a larger bucket or a shorter window")
-    ev = _load_events(run_id, lo, hi)
+    # Buckets are whole: the events of every bucket that meets [lo, hi), edge to edge.
+    ev = _load_events(run_id, math.floor(lo / b) * b, math.ceil(hi / b) * b)
     run_config = Run.objects.filter(pk=run_id).values_list("config", flat=True).first()
     lanes_given = configured_lanes(run_config)
     found = formulas.buckets(ev, b, lo, hi, lanes=lanes_given or len(st.lanes),
