@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 from pathlib import Path
+from typing import Any
 
 from django.contrib.staticfiles import finders
 from django.http import HttpRequest, HttpResponse
@@ -21,6 +22,7 @@ from django.views.decorators.http import require_GET
 from ingest.core.payloads import now
 from ingest.models import DeletedRun, Run
 from ingest.reads import catalog as reads
+from ingest.reads import timeline as timeline_reads
 from telescope_ui.api import json_response
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 
@@ -51,6 +53,9 @@ def _imported_modules(entry: str) -> list[str]:
 METRICS_MODULES = _imported_modules("js/metrics.js")
 # The sample viewer's, likewise (telescope_ui.samples).
 SAMPLES_MODULES = _imported_modules("js/samples.js")
+# The Timeline's and the Performance page's, likewise.
+TIMELINE_MODULES = _imported_modules("js/timeline.js")
+PERFORMANCE_MODULES = _imported_modules("js/performance.js")
 # Its style sheets beside the site's app.css: one per feature of the charts.
 METRICS_STYLESHEETS = [f"css/{name}.css" for name in ("charts", "heatmap", "health", "custom")]
 
@@ -74,6 +79,39 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
                "stylesheets": METRICS_STYLESHEETS,
                "layout": layout_of(run, _dashboard(request)) if view == "custom" else None}
     return render(request, "metrics.html", context)
+
+
+@require_GET
+def timeline_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The Gantt of a window of the run's events (`?start=&end=`, unix seconds; without them
+    the newest events): static/js/timeline.js reads the window through the read API."""
+    run = find_run(run_id)
+    if run is None:
+        return run_missing(request, run_id)
+    context = {"run": run, "run_info": reads.run_detail(run), "modules": TIMELINE_MODULES,
+               "extent": _event_extent(run)["extent"]}
+    return render(request, "timeline.html", context)
+
+
+@require_GET
+def performance_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's time buckets (`?bucket=` seconds) and its gauges: static/js/performance.js."""
+    run = find_run(run_id)
+    if run is None:
+        return run_missing(request, run_id)
+    context = {"run": run, "run_info": reads.run_detail(run), "modules": PERFORMANCE_MODULES,
+               "timeline": _event_extent(run)}
+    return render(request, "performance.html", context)
+
+
+def _event_extent(run: Run) -> dict[str, Any]:
+    """What the run has sent of events and gauges, for the pages' first draw: the event
+    extent ([first, last], null when none) and how many events and gauge points are stored."""
+    st = timeline_reads.state(run.pk)
+    if st is None:
+        return {"extent": None, "events": 0, "gauges": 0}
+    extent = [st.first, st.last] if st.events and st.first is not None else None
+    return {"extent": extent, "events": st.events, "gauges": st.gauges}
 
 
 def _dashboard(request: HttpRequest) -> str:

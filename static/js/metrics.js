@@ -25,9 +25,10 @@ const PLOTLY_AT_LATEST_MS = 3000;
 // than the viewport holds (addFirstScreenFirst).
 const FIRST_SLICE = 16;
 
-/** The links to the page's two views (All, Custom), which carry the runs shown. */
+/** The links to the page's two views (All, Custom), which carry the runs shown (the other
+ * tabs, Samples, Timeline, Performance, are other pages and keep their links). */
 function viewTabs() {
-  return /** @type {NodeListOf<HTMLAnchorElement>} */ (document.querySelectorAll('.view-tabs a'));
+  return /** @type {NodeListOf<HTMLAnchorElement>} */ (document.querySelectorAll('.view-tabs a[data-view]'));
 }
 
 /**
