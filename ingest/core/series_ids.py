@@ -10,7 +10,7 @@ user key can take.
 from __future__ import annotations
 
 import functools
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from trainer_hooks.wire.protocol import split_key
 
@@ -31,15 +31,6 @@ SECTION_OF_KIND = {
 @functools.lru_cache(maxsize=1 << 16)
 def series_id(kind: str, key: str, stat: str | None = None, env: str | None = None) -> str:
     return "|".join(quote(part or "", safe="") for part in (kind, key, stat, env))
-
-
-def parse_series_id(sid: str) -> tuple[str, str, str | None, str | None]:
-    """Inverse of series_id; raises ValueError on a malformed id."""
-    parts = sid.split("|")
-    if len(parts) != 4 or parts[0] not in KINDS or not parts[1]:
-        raise ValueError(f"not a series id: {sid!r}")
-    kind, key, stat, env = (unquote(p) for p in parts)
-    return kind, key, stat or None, env or None
 
 
 def placement(kind: str, key: str, stat: str | None, env: str | None) -> dict[str, str | None]:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from django.test import Client
 
-from ingest.core.series_ids import series_id
+from ingest.core.series_ids import KINDS, series_id
 from ingest.models import Project
 from ingest.pipeline.materialize import materialize_all
 from ingest.reads import catalog as reads
@@ -42,7 +42,7 @@ def parse_series_id(sid: str) -> tuple[str, str, str | None, str | None]:
     """The test's own reading of a series id (ingest.core.series_ids: the four parts
     percent-encoded and joined by `|`, an empty part for None)."""
     parts = sid.split("|")
-    assert len(parts) == 4 and parts[1], sid
+    assert len(parts) == 4 and parts[0] in KINDS and parts[1], sid
     kind, key, stat, env = (unquote(p) for p in parts)
     return kind, key, stat or None, env or None
 
