@@ -342,5 +342,9 @@ class TimelineState(models.Model):
     gauge_first = models.FloatField(null=True)
     gauge_last = models.FloatField(null=True)
     # The points the last computation wrote: int64 series pks, int64 steps, float64 times,
-    # float64 values, n of each, little-endian (the next one writes only what differs).
+    # float64 values, n of each, little-endian (the next one writes only what differs), the
+    # last event batch they include and the lane count they divided by: the next computation
+    # recomputes only the steps later batches touch (ingest.core.timeline_delta).
     derived = models.BinaryField(default=b"")
+    done_batch = models.BigIntegerField(default=0, db_default=0)
+    done_lanes = models.IntegerField(null=True)

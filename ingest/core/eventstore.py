@@ -127,6 +127,14 @@ def _pack_int(col: np.ndarray, name: str) -> list[Any] | None:
 
 def _split(lab: Labels, name: str) -> tuple[list[int], list[str], np.ndarray]:
     """A label column as (its integer labels, its string labels, codes into both joined)."""
+    kinds = set(map(type, lab.values))  # (in C: the usual column is of one kind)
+    if kinds <= {str}:
+        return [], list(lab.values), np.asarray(lab.codes, dtype=np.int64)  # type: ignore[arg-type]
+    if kinds <= {int}:
+        ints_only: list[int] = list(lab.values)  # type: ignore[arg-type]
+        if not -(1 << 63) <= min(ints_only) <= max(ints_only) < (1 << 63):
+            raise ValueError(f"{name}: an integer label does not fit in 64 bits")
+        return ints_only, [], np.asarray(lab.codes, dtype=np.int64)
     is_int = [isinstance(v, int | np.integer) for v in lab.values]
     order = [i for i, k in enumerate(is_int) if k] + [i for i, k in enumerate(is_int) if not k]
     remap = np.full(len(order) + 1, -1, dtype=np.int64)

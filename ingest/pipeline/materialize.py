@@ -50,6 +50,9 @@ MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
 # a drain whose pass found fewer than GATHER_STEPS dirty steps ends there (the rest gathers).
 GATHER_SECONDS = 0.1
 GATHER_STEPS = 64
+# A streaming run's timeline series are recomputed at most this often (a pass reads all of its
+# events: ~0.1–0.5 s at a million); a barrier waiting has them recomputed at once.
+TIMELINE_SECONDS = 1.0
 PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
 CLAIM_SECONDS = 60.0  # a claim not released by then (its process died) lapses
 MAX_PASSES = 10_000  # per run and drain: a step rewritten without pause cannot hold it forever
@@ -417,6 +420,8 @@ class Materializer:
         # run -> (first kick, last kick, urgent) since its last pass started
         self.pending: dict[int | None, tuple[float, float, bool]] = {}
         self.last_pass: dict[int | None, float] = {}
+        self.timeline_at: dict[int, float] = {}  # when each run's last timeline pass began
+        self.timeline_later: set[int] = set()  # runs whose timeline pass is scheduled
         self.task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="materialize")
@@ -447,11 +452,11 @@ class Materializer:
             ready = [r for r, (first, last, urgent) in self.pending.items()
                      if self._due(r, first, last, urgent, now)]
             for run_id in ready:
-                del self.pending[run_id]
+                urgent = self.pending.pop(run_id)[2]
                 self.last_pass[run_id] = now
                 try:
                     for rid in [run_id] if run_id is not None else await self._call(dirty_runs):
-                        await self._drain(rid)
+                        await self._drain(rid, urgent=urgent)
                 except Exception:  # keep serving; the dirty flags stay for the next sweep
                     log.exception("materializing run %s failed", run_id)
 
@@ -465,7 +470,7 @@ class Materializer:
         return (now - last >= QUIET_SECONDS
                 and now - self.last_pass.get(run_id, -GATHER_SECONDS) >= GATHER_SECONDS)
 
-    async def _drain(self, run_id: int) -> None:
+    async def _drain(self, run_id: int, *, urgent: bool = False) -> None:
         """Pass after pass until the run has no dirty step, publishing each pass's points as
         it commits; the next pass is aggregated while this one is written (on the server's
         threads; one worker process takes the write, then the next pass). A backlog of more
@@ -473,6 +478,7 @@ class Materializer:
         publishes its progress, at most every PROGRESS_SECONDS, then 0 when done."""
         try:
             await self._passes(run_id)
+            await self._timeline(run_id, urgent)
         except BrokenProcessPool:
             # The worker died holding claims (a pass it was computing or writing): give the
             # run's claimed steps back now rather than after CLAIM_SECONDS. (Another server
@@ -522,11 +528,27 @@ class Materializer:
                     await self._call(release, run_id, unused.steps)
         if reported_at is not None:
             await broadcast.publish_progress(run_id, 0)
-        # The run's events changed: its timeline series, recomputed from all of them.
+        await self._offload(compact, run_id)
+
+    async def _timeline(self, run_id: int, urgent: bool) -> None:
+        """The run's timeline series, recomputed from all of its events if they changed: at
+        most every TIMELINE_SECONDS while events stream in (a pass reads every event of the
+        run), at once for a barrier."""
+        now = time.monotonic()
+        wait = self.timeline_at.get(run_id, -TIMELINE_SECONDS) + TIMELINE_SECONDS - now
+        if wait > 0 and not urgent and not self._urgent(run_id):
+            if run_id not in self.timeline_later:
+                self.timeline_later.add(run_id)
+                asyncio.get_running_loop().call_later(wait, self._timeline_due, run_id)
+            return
+        self.timeline_at[run_id] = now
         outcome = await self._offload(timeline.timeline_pass, run_id)
         if outcome is not None:
             await broadcast.publish(outcome)
-        await self._offload(compact, run_id)
+
+    def _timeline_due(self, run_id: int) -> None:
+        self.timeline_later.discard(run_id)
+        self.kick(run_id)
 
     def _compute(self, run_id: int, after: int | None) -> asyncio.Future[PassResult | None]:
         if worker_pool() is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection, transaction
@@ -22,6 +23,7 @@ from django.db import connection, transaction
 from ingest.core import eventstore, pointstore
 from ingest.core import timeline as formulas
 from ingest.core.commit import Outcome, PointWriter, lock_run, publish_series_pks
+from ingest.core.timeline_delta import affected
 from ingest.models import Run, Series
 from ingest.reads.timeline import configured_lanes
 
@@ -57,56 +59,100 @@ def run_lanes(run_id: int) -> int | None:
                             .first())
 
 
-# The decoded events of the runs last computed, per process: {run: (first and last batch id
-# read, events, table)}. A run's batches are only ever appended, with ids rising in commit
-# order (its writers hold the run's row lock while they insert), so a pass decodes only the
-# batches after the last id it read, once the run's batches up to it are checked to be the
-# ones cached (their first id and event count). At most CACHE_EVENTS events are kept (the
-# least recently used run goes first).
+# The decoded events of the runs last computed, per process: {run: Cached}. A run's batches
+# are only ever appended, with ids rising in commit order (its writers hold the run's row lock
+# while they insert), so a pass decodes only the batches after the last id it read, once the
+# run's batches up to it are checked to be the ones cached (their first id and event count).
+# At most CACHE_EVENTS events are kept (the least recently used run goes first).
 CACHE_EVENTS = 4_000_000
-_CACHE: dict[int, tuple[int, int, int, formulas.EventTable]] = {}
 
 
-def run_events(run_id: int) -> formulas.EventTable:
-    """Every stored event of the run (without sample and group ids)."""
-    first, last, count, table = _CACHE.pop(run_id, (0, 0, 0, None))
+@dataclass
+class Cached:
+    table: formulas.EventTable
+    ids: np.ndarray  # int64: the batch ids read, ascending ...
+    offsets: np.ndarray  # int64: ... and the row of the table each one starts at
+    count: int  # events
+
+
+_CACHE: dict[int, Cached] = {}
+
+
+def run_events(run_id: int) -> Cached:
+    """Every stored event of the run (without sample and group ids), with its batches."""
+    held = _CACHE.pop(run_id, None)
     with connection.cursor() as cur:
-        if table is not None:
+        if held is not None and held.ids.size:
             cur.execute("SELECT MIN(id), COALESCE(SUM(n), 0) FROM ingest_eventbatch"
-                        " WHERE run_id = %s AND id <= %s", [run_id, last])
-            if tuple(cur.fetchone() or ()) != (first, count):  # not what was cached
-                first, last, count, table = 0, 0, 0, None
+                        " WHERE run_id = %s AND id <= %s", [run_id, int(held.ids[-1])])
+            if tuple(cur.fetchone() or ()) != (int(held.ids[0]), held.count):
+                held = None  # not what was cached
+        last = int(held.ids[-1]) if held is not None and held.ids.size else 0
         cur.execute("SELECT id, n, data FROM ingest_eventbatch WHERE run_id = %s AND id > %s"
                     " ORDER BY id", [run_id, last])
         rows = cur.fetchall()
+    if held is None:
+        held = Cached(eventstore.decode_events([], ids=False), np.zeros(0, dtype=np.int64),
+                      np.zeros(0, dtype=np.int64), 0)
     if rows:
         fresh = eventstore.decode_events([bytes(r[2]) for r in rows], ids=False)
-        table = fresh if table is None else eventstore.concat_events([table, fresh])
+        table = fresh if not held.count else eventstore.concat_events([held.table, fresh])
         table.sample_id = table.group_id = None
-        first = first or rows[0][0]
-        last, count = rows[-1][0], count + sum(r[1] for r in rows)
-    if table is None:
-        return eventstore.decode_events([], ids=False)
-    _CACHE[run_id] = (first, last, count, table)
-    while sum(entry[2] for entry in _CACHE.values()) > CACHE_EVENTS and len(_CACHE) > 1:
+        sizes = np.array([r[1] for r in rows], dtype=np.int64)
+        held = Cached(table, np.concatenate([held.ids, [r[0] for r in rows]]).astype(np.int64),
+                      np.concatenate([held.offsets, held.count + np.cumsum(sizes) - sizes]),
+                      held.count + int(sizes.sum()))
+    _CACHE[run_id] = held
+    while sum(entry.count for entry in _CACHE.values()) > CACHE_EVENTS and len(_CACHE) > 1:
         del _CACHE[next(iter(_CACHE))]
-    return table
+    return held
 
 
 def forget(run_id: int) -> None:
     _CACHE.pop(run_id, None)
 
 
-def compute(run_id: int) -> tuple[int, formulas.StepTimings] | None:
-    """(version, the run's timing series) when its series lag behind its events, else None."""
+@dataclass
+class Computed:
+    """A pass's result: the series of `touched` steps (None: of every step) computed from the
+    run's events up to batch `batch` at state `version`, `base` the batch the stored series
+    were at (what an incremental result adds to), with `lanes` lanes."""
+
+    version: int
+    batch: int
+    base: int
+    lanes: int
+    touched: np.ndarray | None
+    timings: formulas.StepTimings
+
+
+def compute(run_id: int) -> Computed | None:
+    """The run's timing series when they lag behind its events (only the steps the new
+    batches touch when the stored series allow it: ingest.core.timeline_delta), else None."""
     t0 = time.perf_counter()
-    version = behind(run_id)
-    if version is None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT version, done_version, done_batch, done_lanes"
+                    " FROM ingest_timelinestate WHERE run_id = %s", [run_id])
+        row = cur.fetchone()
+    if row is None or row[1] >= row[0]:
         return None
-    timings = formulas.step_series(run_events(run_id), run_lanes(run_id))
-    log.debug("run %s: timeline of %d steps computed in %.3f s", run_id, timings.steps.size,
-              time.perf_counter() - t0)
-    return version, timings
+    version, base, base_lanes = int(row[0]), int(row[2]), row[3]
+    held = run_events(run_id)
+    ev = held.table
+    lanes = formulas.inference_lanes(ev, run_lanes(run_id))
+    batch = int(held.ids[-1]) if held.ids.size else 0
+    found = None
+    at = int(np.searchsorted(held.ids, base, side="right"))
+    if base and at and held.ids[at - 1] == base and at < held.ids.size and lanes == base_lanes:
+        found = affected(ev, int(held.offsets[at]))
+    if found is None:
+        timings, touched = formulas.step_series(ev, lanes), None
+    else:
+        touched, rows = found
+        timings = formulas.step_series(eventstore.take(ev, rows), lanes)
+    log.debug("run %s: timeline of %s steps computed in %.3f s", run_id,
+              "all" if touched is None else touched.size, time.perf_counter() - t0)
+    return Computed(version, batch, base, lanes, touched, timings)
 
 
 def timeline_pass(run_id: int) -> Outcome | None:
@@ -115,24 +161,34 @@ def timeline_pass(run_id: int) -> Outcome | None:
     found = compute(run_id)
     if found is None:
         return None
-    version, timings = found
     created: dict[tuple[int, str], int] = {}
     with transaction.atomic():
         run = lock_run(run_id)
         if run is None:
             return None
         with connection.cursor() as cur:
-            cur.execute("SELECT done_version, derived FROM ingest_timelinestate"
+            cur.execute("SELECT done_version, derived, done_batch FROM ingest_timelinestate"
                         " WHERE run_id = %s", [run_id])
             row = cur.fetchone()
-        if row is None or row[0] >= version:
+        if row is None or row[0] >= found.version:
             return None  # another pass wrote as much already
+        if found.touched is not None and row[2] != found.base:
+            return None  # another pass moved the base meanwhile: the next pass starts there
         writer = PointWriter(run, created)
-        new = _points(writer, timings)
-        _write_changes(writer, _unpack(bytes(row[1])), new)
+        old = _unpack(bytes(row[1]))
+        new = _points(writer, found.timings)
+        if found.touched is not None:  # the untouched steps keep their points
+            mine = np.isin(new[1], found.touched)
+            kept = ~np.isin(old[1], found.touched)
+            new = (np.concatenate([old[0][kept], new[0][mine]]),
+                   np.concatenate([old[1][kept], new[1][mine]]),
+                   np.concatenate([old[2][kept], new[2][mine]]),
+                   np.concatenate([old[3][kept], new[3][mine]]))
+        _write_changes(writer, old, new)
         with connection.cursor() as cur:
-            cur.execute("UPDATE ingest_timelinestate SET done_version = %s, derived = %s"
-                        " WHERE run_id = %s", [version, _pack(new), run_id])
+            cur.execute("UPDATE ingest_timelinestate SET done_version = %s, derived = %s,"
+                        " done_batch = %s, done_lanes = %s WHERE run_id = %s",
+                        [found.version, _pack(new), found.batch, found.lanes, run_id])
         outcome = writer.finish("", run_created=False)
         publish_series_pks(created)
     return outcome

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 from django.test import Client
 
+from ingest.core.timeline_delta import affected
 from ingest.models import EventBatch, GaugeBatch, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -227,3 +229,50 @@ def test_a_run_without_events_reads_empty(client: Client, token: str) -> None:
     assert get(client, f"/api/runs/{rid}/performance")["time"] == []
     assert get(client, f"/api/runs/{rid}/gauges")["gauges"] == {}
     assert get(client, "/api/runs/999999/events", status=404)
+
+
+def test_series_recomputed_in_pieces_equal_the_whole_run(client: Client, token: str,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Events arriving over many passes (each pass recomputes only the steps its batches
+    touch) leave the series a computation over all of the run's events gives."""
+    from ingest.core import eventstore, timeline
+    from ingest.pipeline import timeline as passes
+
+    incremental: list[int] = []
+
+    def spy(ev: timeline.EventTable, new: int) -> Any:
+        found = affected(ev, new)
+        if found is not None:
+            incremental.append(found[0].size)
+        return found
+    monkeypatch.setattr(passes, "affected", spy)
+
+    post(client, token, {"v": 1, "id": "start", "type": "run.start", "run": "r",
+                         "config": {"inference_lanes": 2}})
+    rows: list[dict[str, Any]] = [{"name": "training_loop_start", "start": T}]
+    for step in range(1, 9):
+        t = T + 10 * step
+        rows += [{"name": "forward", "start": t, "end": t + 2 + (step % 3), "step": step,
+                  "rank": r} for r in (0, 1)]
+        rows.append({"name": "save_batch", "start": t + 8, "step": step,
+                     "source": "orchestrator"})
+        rows += [{"name": "generation", "start": t + 8 - 9 * k / 4, "end": t + 8 - 9 * k / 4 + 3,
+                  "source": "inference", "server": 0, "slot": k % 2,
+                  "status": ["normal", "discarded", "canceled", None][k]} for k in range(4)]
+    order = np.random.default_rng(3).permutation(len(rows))
+    for i, part in enumerate(np.array_split(order, 7)):
+        post(client, token, events_msg(f"p{i}", [rows[j] for j in part.tolist()]))
+        barrier(client, token)
+    rid = run_id()
+    assert len(incremental) >= 3, incremental  # most passes recomputed only some steps
+    blobs = [bytes(b) for b in EventBatch.objects.filter(run_id=rid).order_by("id")
+             .values_list("data", flat=True)]
+    whole = timeline.step_series(eventstore.decode_events(blobs), 2)
+    stored = timeline_points(client, rid)
+    expected = {key: {int(s): float(v) for s, v in zip(whole.steps, whole.values[:, j],
+                                                      strict=True) if v == v}
+                for j, key in enumerate(whole.keys)}
+    assert stored.keys() == expected.keys()
+    for key, points in expected.items():
+        assert stored[key] == pytest.approx(points, rel=1e-12), key
