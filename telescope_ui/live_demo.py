@@ -4,8 +4,11 @@ the product move. It stops when the server stops.
 
     python -m telescope_ui.live_demo --url http://127.0.0.1:8000 --watch-pid PID
 
-- Data: ingest.write.demo's synthetic GRPO steps and samples (the shape `manage.py demo` loads),
-  logged with a real `connect()` client (log_step / log_samples) at wall-clock time.
+- Data: ingest.write.demo's synthetic GRPO steps and samples (the shape `manage.py demo` loads)
+  and, a step at a time, the events and gauges of its simulated asynchronous job
+  (ingest.write.demo_timeline), logged with a real `connect()` client (log_step, log_samples,
+  log_events, log_gauges) at wall-clock time: the job's time runs sped up, a step of it
+  (STEP_SECONDS) per 1 / `--steps-per-second`, and its logged `timing_*` keys with it.
 - One run, `grpo-live` in project `demo`. A restart resumes it where it stopped (`resume=True`,
   from its last step); one that reached `total_steps` ends `finished`, stays a while, and is then
   deleted for a fresh one, so a server left running keeps a single live demo run.
@@ -25,9 +28,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ingest.write.demo import DemoStep
 
 log = logging.getLogger("telescope.live_demo")
 TICK = 0.2  # seconds between checks of the watched process while waiting
@@ -108,27 +113,28 @@ def resume_point(project: str, run: str) -> int | None:
     return None
 
 
-def demo_steps(run: str, total: int, start: int) -> Iterator[tuple[int, dict[str, Any],
-                                                                   list[dict[str, Any]]]]:
-    """(step, metrics, samples messages) from `start` on; the same values for a step whatever
-    the start (the generator is seeded and replayed from step 0)."""
-    from ingest.write.demo import demo_messages
-
-    step: tuple[int, dict[str, Any], list[dict[str, Any]]] | None = None
-    for msg in demo_messages(run, total, start=0.0):
-        if msg["type"] == "step":
-            if step is not None and step[0] >= start:
-                yield step
-            step = (msg["step"], msg["metrics"], [])
-        elif msg["type"] == "samples" and step is not None:
-            step[2].append(msg)
-    if step is not None and step[0] >= start:
-        yield step
-
-
 SAMPLE_COLUMNS = ("sample_id", "group_id", "reward", "env", "metrics", "advantage",
                   "prompt_tokens", "completion_tokens", "stop_reason", "off_policy_steps",
                   "discard_reason")
+
+
+class Clock:
+    """Simulated seconds of the demo's job to wall-clock time: the job runs `1 / scale` times
+    faster than it would, from `anchor` on; falling behind moves it later (no burst)."""
+
+    def __init__(self, scale: float, resumed_at: float) -> None:
+        self.scale = scale
+        self.anchor = time.time() - scale * resumed_at  # the last step sent ends now
+
+    def __call__(self, t: float) -> float:
+        return self.anchor + self.scale * t
+
+    def catch_up(self, due: float, slack: float) -> float:
+        late = time.time() - due
+        if late > slack:
+            self.anchor += late
+            return due + late
+        return due
 
 
 def stream_one(url: str, token: str, args: argparse.Namespace, watch: Watch,
@@ -136,7 +142,8 @@ def stream_one(url: str, token: str, args: argparse.Namespace, watch: Watch,
     """One simulated job from where the previous one stopped to `total_steps`, then `finished`."""
     from django.db import connections
 
-    from ingest.write.demo import ENVIRONMENTS
+    from ingest.write.demo import ENVIRONMENTS, demo_steps
+    from ingest.write.demo_timeline import STEP_SECONDS
     from trainer_hooks import connect
 
     start = resume_point(args.project, args.run)
@@ -148,20 +155,42 @@ def stream_one(url: str, token: str, args: argparse.Namespace, watch: Watch,
     log.info("live demo: streaming run %r (%s steps/s) into %s from step %d", args.run,
                 args.steps_per_second, url, start or 0)
     interval = 1.0 / args.steps_per_second
+    clock: Clock | None = None
+    resumed_at = 0.0
     try:
-        next_at = time.monotonic()
-        for step, metrics, samples in demo_steps(args.run, args.total_steps, start or 0):
-            watch.sleep(max(0.0, next_at - time.monotonic()))
-            next_at = max(next_at + interval, time.monotonic() - interval)
-            now = time.time()
-            client.log_step(step, metrics, time=now)
-            for msg in samples:
-                columns = {k: msg[k] for k in SAMPLE_COLUMNS if k in msg}
-                client.log_samples(step, time=[now] * len(msg["reward"]), **columns)
+        # The job replayed from step 0 (seeded: the same values whatever the start), its
+        # events and gauges a step at a time.
+        for ds in demo_steps(args.run, args.total_steps, chunk_steps=1):
+            if ds.step < (start or 0):
+                resumed_at = ds.end
+                continue
+            clock = clock or Clock(interval / STEP_SECONDS, resumed_at)
+            due = clock(ds.end)
+            watch.sleep(max(0.0, due - time.time()))
+            send_step(client, ds, clock.catch_up(due, interval), clock)
         finish(client, watch)
     except ServerGone:
         client.close(timeout=0)  # the outbox keeps what was not sent, for the next start
         raise
+
+
+def send_step(client: Any, ds: DemoStep, now: float, clock: Clock) -> None:
+    """A step's metrics (its timings in the job's sped-up time, like its events), samples,
+    and the events and gauges the job finished since the last step."""
+    metrics = {k: v * clock.scale if k.startswith("timing_") else v
+               for k, v in ds.metrics.items()}
+    client.log_step(ds.step, metrics, time=now)
+    for msg in ds.samples:
+        columns = {k: msg[k] for k in SAMPLE_COLUMNS if k in msg}
+        client.log_samples(ds.step, time=[now] * len(msg["reward"]), **columns)
+    if ds.chunk is None:
+        return
+    events = ds.chunk.event_columns(clock.anchor, clock.scale)
+    if events["name"]:
+        client.log_events(**events)
+    gauges = ds.chunk.gauge_columns(clock.anchor, clock.scale)
+    if gauges["name"]:
+        client.log_gauges(**gauges)
 
 
 def finish(client: Any, watch: Watch, timeout: float = 30.0) -> None:
