@@ -149,6 +149,25 @@ def test_rows_the_server_would_refuse_are_left_out_and_named(client: Client) -> 
     assert client.sync(5)
 
 
+def test_numpy_scalars_are_plain_values_and_odd_labels_are_left_out(client: Client) -> None:
+    with client.span(np.str_("forward"), server=np.int64(3), step=np.int32(2),
+                     sample_id=np.uint8(7)):
+        pass
+    with client.span("backward", sample_id=["unhashable"]):  # type: ignore[arg-type]
+        pass
+    with client.span("backward", group_id=2**70):
+        pass
+    with client.span("backward", server=1.5):  # type: ignore[arg-type]
+        pass
+    assert not client.flush(2)
+    [msg] = of_type(client, "events")
+    assert column([msg], "name") == ["forward"]
+    assert column([msg], "server") == [3] and column([msg], "step") == [2]
+    assert column([msg], "sample_id") == [7]
+    assert {e["what"]: e["count"] for e in client.not_stored} == {
+        "events: sample_id": 1, "events: group_id": 1, "events: server": 1}
+
+
 def test_spans_after_close_are_counted_not_stored(tmp_path: Path) -> None:
     c = offline(tmp_path)
     c.close(timeout=0.1)

@@ -30,6 +30,8 @@ from trainer_hooks.wire.schema import (
 
 _FLOATS: frozenset[type] = frozenset({int, float, type(None)})
 _INTS: frozenset[type] = frozenset({int, type(None)})
+_INT_ONLY: set[type] = {int}
+_NULL_ONLY: set[type] = {type(None)}
 _BAD = object()  # a label that cannot go on the wire
 _NONE = np.array([None], dtype=object)
 
@@ -90,7 +92,16 @@ def times(values: list[Any], *, nullable: bool) -> tuple[np.ndarray, np.ndarray]
 
 def ints(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """int64 (-1 for null) and the rows that are no integer ≥ 0."""
-    if set(map(type, values)) <= _INTS:
+    kinds = set(map(type, values))
+    if kinds == _NULL_ONLY:
+        return np.full(len(values), -1, dtype=np.int64), np.zeros(len(values), dtype=bool)
+    if kinds == _INT_ONLY:
+        try:
+            arr = np.array(values, dtype=np.int64)
+            return arr, arr < 0
+        except OverflowError:
+            pass
+    elif kinds <= _INTS:
         try:
             objects = np.array(values, dtype=object)
             null = np.equal(objects, _NONE)
@@ -122,9 +133,29 @@ def ints(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 def labels(values: list[Any], *, allow_int: bool, allow_empty: bool = False,
            choices: Sequence[str] | None = None, default: str | None = None,
-           limit: int = MAX_KEY_CHARS) -> tuple[list[Any], np.ndarray]:
+           limit: int = MAX_KEY_CHARS, required: bool = False) -> tuple[list[Any], np.ndarray]:
     """The column with each value as the wire takes it (a str, an int where `allow_int`, None;
-    `default` for None) and the rows that cannot go. Each distinct value is checked once."""
+    `default` for None) and the rows that cannot go (a None too when `required`). Each
+    distinct value is checked once; a column of plain strings, ints and Nones that are all
+    fine is checked in C."""
+    values, bad = _labels(values, allow_int, allow_empty, choices, default, limit)
+    if required and None in values:
+        bad |= np.fromiter(map(operator.is_, values, itertools.repeat(None)), dtype=bool,
+                           count=len(values))
+    return values, bad
+
+
+def _labels(values: list[Any], allow_int: bool, allow_empty: bool,
+            choices: Sequence[str] | None, default: str | None, limit: int
+            ) -> tuple[list[Any], np.ndarray]:
+    kinds = set(map(type, values))
+    plain = _PLAIN_LABELS if allow_int and choices is None else _PLAIN_STRINGS
+    if kinds <= plain:
+        distinct = dict.fromkeys(values)
+        if _all_fine(distinct, kinds, allow_empty, choices, limit):
+            if default is not None and None in distinct:
+                values = [default if v is None else v for v in values]
+            return values, np.zeros(len(values), dtype=bool)
     try:
         distinct = dict.fromkeys(values)
     except TypeError:  # an unhashable value (a list)
@@ -139,6 +170,30 @@ def labels(values: list[Any], *, allow_int: bool, allow_empty: bool = False,
     else:
         bad = np.zeros(len(values), dtype=bool)
     return values, bad
+
+
+_PLAIN_STRINGS: frozenset[type] = frozenset({str, type(None)})
+_PLAIN_LABELS: frozenset[type] = frozenset({str, int, type(None)})
+
+
+def _all_fine(distinct: dict[Any, None], kinds: set[type], allow_empty: bool,
+              choices: Sequence[str] | None, limit: int) -> bool:
+    """Every distinct label (plain str, int or None) goes on the wire as it is."""
+    if int in kinds:
+        numbers = [v for v in distinct if type(v) is int] if str in kinds else \
+            list(filter(None, distinct))  # ints (and None): 0 and None dropped, both fine
+        if numbers and not (-(2**63) <= min(numbers) and max(numbers) < 2**63):
+            return False
+        if str not in kinds:
+            return True
+    strings = list(distinct) if kinds == {str} else [v for v in distinct if type(v) is str]
+    if not strings:
+        return True
+    if max(map(len, strings)) > limit or (not allow_empty and "" in distinct):
+        return False
+    if choices is not None and not set(strings) <= set(choices):
+        return False
+    return deceptive("".join(strings)) is None  # one pass in C
 
 
 def _hashable(value: Any) -> bool:
@@ -196,9 +251,7 @@ def clean_events(columns: dict[str, list[Any]], n: int) -> Cleaned:
         "group_id": {"allow_int": True, "allow_empty": True, "limit": MAX_ID_CHARS},
     }
     for name, spec in specs.items():
-        values, bad = labels(col(name) or [None] * n, **spec)
-        if name == "name":
-            bad |= np.fromiter(map(_is_none, values), dtype=bool, count=n)
+        values, bad = labels(col(name) or [None] * n, required=name == "name", **spec)
         out.columns[name] = values
         out.mark(name, bad, _says(name, col(name), _LABEL_RULE[name]))
     return out
@@ -216,9 +269,8 @@ def clean_gauges(columns: dict[str, list[Any]], n: int) -> Cleaned:
     out.columns["value"] = value
     out.mark("value", bad, _says("value", col("value"), "is no number"))
     for name, allow_int in (("name", False), ("host", False), ("device", True)):
-        values, bad = labels(col(name) or [None] * n, allow_int=allow_int)
-        if name == "name":
-            bad |= np.fromiter(map(_is_none, values), dtype=bool, count=n)
+        values, bad = labels(col(name) or [None] * n, allow_int=allow_int,
+                             required=name == "name")
         out.columns[name] = values
         out.mark(name, bad, _says(name, col(name), _LABEL_RULE[name]))
     return out
@@ -234,10 +286,6 @@ _LABEL_RULE = {
     "host": "is no label (a string of 1–200 characters, no control or invisible character)",
     "device": "is no string or integer label",
 }
-
-
-def _is_none(value: Any) -> bool:
-    return value is None
 
 
 def _says(name: str, values: list[Any] | None, rule: str) -> Callable[[int], str]:
