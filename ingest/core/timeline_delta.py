@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ingest.core.intervals import label_mask
 from ingest.core.timeline import EventTable
 
 
 def _named(ev: EventTable, name: str) -> np.ndarray:
-    if name not in ev.names:
-        return np.zeros(ev.n, dtype=bool)
-    return np.asarray(ev.name == ev.names.index(name))
+    return label_mask(ev.names, ev.name, name)
 
 
 def _from(ev: EventTable, source: str) -> np.ndarray:
-    if source not in ev.sources:
-        return np.zeros(ev.n, dtype=bool)
-    return np.asarray(ev.source == ev.sources.index(source))
+    return label_mask(ev.sources, ev.source, source)
 
 
 def affected(ev: EventTable, new: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -53,7 +50,7 @@ def affected(ev: EventTable, new: int) -> tuple[np.ndarray, np.ndarray] | None:
     ends = (_named(ev, "generation") | _named(ev, "compute_reward")) & span
     sync = _named(ev, "weight_sync") & span & stepped
 
-    train_steps = np.unique(ev.step[trainer])
+    train_steps = _distinct(ev.step[trainer])
     touched = [np.unique(ev.step[trainer & fresh])]
     touched.append(_next(train_steps, touched[0]))
 
@@ -69,11 +66,9 @@ def affected(ev: EventTable, new: int) -> tuple[np.ndarray, np.ndarray] | None:
     touched += [new_saves, _next(save_steps, new_saves)]
 
     # The window holding a time t: the first save_batch time ≥ t (windows are (prev, cur]).
-    window = np.searchsorted(save_times, ev.end[ends], side="left")
-    inside = window < save_times.size
-    end_rows = np.flatnonzero(ends)[inside]
-    end_steps = save_steps[window[inside]]
-    touched.append(np.unique(end_steps[fresh[end_rows]]))
+    fresh_ends = ev.end[new:][ends[new:]]
+    window = np.searchsorted(save_times, fresh_ends, side="left")
+    touched.append(np.unique(save_steps[window[window < save_times.size]]))
     touched.append(np.unique(ev.step[sync & fresh]))
     steps = np.unique(np.concatenate(touched)).astype(np.int64)
 
@@ -84,8 +79,33 @@ def affected(ev: EventTable, new: int) -> tuple[np.ndarray, np.ndarray] | None:
         np.searchsorted(train_steps, steps, side="left") > 0]
     need = (trainer & np.isin(ev.step, np.concatenate([steps, prev]))) | tls | save
     need |= sync & np.isin(ev.step, steps)
-    need[end_rows[np.isin(end_steps, steps)]] = True
+    # ... and the spans ending in their windows: a comparison per window while they are few.
+    at = np.searchsorted(save_steps, steps)
+    mine = at < save_steps.size
+    mine[mine] = save_steps[at[mine]] == steps[mine]
+    his = save_times[at[mine]]
+    los = np.where(at[mine] > 0, save_times[np.maximum(at[mine] - 1, 0)], -np.inf)
+    if his.size <= 16:
+        for lo, hi in zip(los.tolist(), his.tolist(), strict=True):
+            need |= ends & (ev.end > lo) & (ev.end <= hi)
+    else:
+        window = np.searchsorted(save_times, ev.end, side="left")
+        inside = ends & (window < save_times.size)
+        need[inside] |= np.isin(save_steps[window[inside]], steps)
     return steps, np.flatnonzero(need)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of non-negative integers: by presence when their range is
+    small (no sort), else np.unique."""
+    if not values.size:
+        return values.astype(np.int64)
+    top = int(values.max())
+    if top > 4 * values.size + (1 << 16):
+        return np.unique(values)
+    present = np.zeros(top + 1, dtype=bool)
+    present[values] = True
+    return np.flatnonzero(present).astype(np.int64)
 
 
 def _next(steps: np.ndarray, of: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
@@ -67,11 +68,68 @@ def run_lanes(run_id: int) -> int | None:
 CACHE_EVENTS = 4_000_000
 
 
+class Growing:
+    """A run's events as batches are appended: columns with room to grow (doubling, so an
+    append copies only the new rows), label lists merged, and the distinct (server, slot)
+    pairs of its generation spans (its lanes) kept as they come."""
+
+    NUMBERS = (("start", np.float64), ("end", np.float64), ("step", np.int64),
+               ("rank", np.int64), ("slot", np.int64), ("status", np.int8),
+               ("tokens", np.int64))
+    LABELS = (("name", "names"), ("source", "sources"), ("server", "servers"))
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cols: dict[str, np.ndarray] = {
+            k: np.zeros(0, dtype=t) for k, t in self.NUMBERS + tuple(
+                (code, np.int32) for code, _ in self.LABELS)}
+        self.lists: dict[str, list[Any]] = {plural: [] for _, plural in self.LABELS}
+        self.index: dict[str, dict[Any, int]] = {plural: {} for _, plural in self.LABELS}
+        self.lanes: set[tuple[Any, Any]] = set()
+
+    def append(self, fresh: formulas.EventTable) -> None:
+        m, end = fresh.n, self.n + fresh.n
+        if end > self.cols["start"].size:
+            size = max(end, 2 * self.cols["start"].size, 4096)
+            for k, col in self.cols.items():
+                grown = np.empty(size, dtype=col.dtype)
+                grown[:self.n] = col[:self.n]
+                self.cols[k] = grown
+        for k, _ in self.NUMBERS:
+            self.cols[k][self.n:end] = getattr(fresh, k)
+        for code, plural in self.LABELS:
+            index, values = self.index[plural], self.lists[plural]
+            remap = np.array([index.setdefault(v, len(index)) for v in getattr(fresh, plural)]
+                             + [-1], dtype=np.int32)
+            values.extend(list(index)[len(values):])
+            self.cols[code][self.n:end] = remap[np.asarray(getattr(fresh, code), np.int64)]
+        generation = self.index["names"].get("generation")
+        if generation is not None and m:
+            rows = slice(self.n, end)
+            gen = (self.cols["name"][rows] == generation) & ~np.isnan(self.cols["end"][rows])
+            pairs = np.unique(np.stack([self.cols["server"][rows][gen].astype(np.int64),
+                                        self.cols["slot"][rows][gen]]), axis=1)
+            servers = self.lists["servers"]
+            self.lanes.update((None if c < 0 else servers[c], None if s < 0 else s)
+                              for c, s in pairs.T.tolist())
+        self.n = end
+
+    def table(self) -> formulas.EventTable:
+        """The events so far (views of the columns: valid until the next append)."""
+        c, n = self.cols, self.n
+        return formulas.EventTable(
+            names=self.lists["names"], name=c["name"][:n], sources=self.lists["sources"],
+            source=c["source"][:n], start=c["start"][:n], end=c["end"][:n],
+            step=c["step"][:n], rank=c["rank"][:n], servers=self.lists["servers"],
+            server=c["server"][:n], slot=c["slot"][:n], status=c["status"][:n],
+            tokens=c["tokens"][:n])
+
+
 @dataclass
 class Cached:
-    table: formulas.EventTable
+    events: Growing
     ids: np.ndarray  # int64: the batch ids read, ascending ...
-    offsets: np.ndarray  # int64: ... and the row of the table each one starts at
+    offsets: np.ndarray  # int64: ... and the row each one starts at
     count: int  # events
 
 
@@ -92,14 +150,12 @@ def run_events(run_id: int) -> Cached:
                     " ORDER BY id", [run_id, last])
         rows = cur.fetchall()
     if held is None:
-        held = Cached(eventstore.decode_events([], ids=False), np.zeros(0, dtype=np.int64),
-                      np.zeros(0, dtype=np.int64), 0)
+        held = Cached(Growing(), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0)
     if rows:
-        fresh = eventstore.decode_events([bytes(r[2]) for r in rows], ids=False)
-        table = fresh if not held.count else eventstore.concat_events([held.table, fresh])
-        table.sample_id = table.group_id = None
+        held.events.append(eventstore.decode_events([bytes(r[2]) for r in rows], ids=False))
         sizes = np.array([r[1] for r in rows], dtype=np.int64)
-        held = Cached(table, np.concatenate([held.ids, [r[0] for r in rows]]).astype(np.int64),
+        held = Cached(held.events,
+                      np.concatenate([held.ids, [r[0] for r in rows]]).astype(np.int64),
                       np.concatenate([held.offsets, held.count + np.cumsum(sizes) - sizes]),
                       held.count + int(sizes.sum()))
     _CACHE[run_id] = held
@@ -138,8 +194,8 @@ def compute(run_id: int) -> Computed | None:
         return None
     version, base, base_lanes = int(row[0]), int(row[2]), row[3]
     held = run_events(run_id)
-    ev = held.table
-    lanes = formulas.inference_lanes(ev, run_lanes(run_id))
+    ev = held.events.table()
+    lanes = formulas.inference_lanes(ev, run_lanes(run_id) or len(held.events.lanes))
     batch = int(held.ids[-1]) if held.ids.size else 0
     found = None
     at = int(np.searchsorted(held.ids, base, side="right"))
