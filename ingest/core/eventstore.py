@@ -326,10 +326,14 @@ def to_columns(ev: EventTable) -> dict[str, list[Any]]:
 def _labels(values: list[Any], codes: np.ndarray | None, n: int = 0) -> list[Any]:
     if codes is None:
         return [None] * n
-    used, local = np.unique(codes, return_inverse=True)  # a window uses few of a run's ids
-    table = np.empty(used.size, dtype=object)
-    table[:] = [None if c < 0 else values[c] for c in used.tolist()]
-    return table[local].tolist()
+    if len(values) > 4 * codes.size + 1024:  # a window that uses few of many labels
+        used, local = np.unique(codes, return_inverse=True)
+        table = np.empty(used.size, dtype=object)
+        table[:] = [None if c < 0 else values[c] for c in used.tolist()]
+        return table[local].tolist()
+    table = np.empty(len(values) + 1, dtype=object)  # code -1 (null) takes the last: None
+    table[:-1] = values
+    return table[np.asarray(codes, dtype=np.intp)].tolist()
 
 
 def _nullable(col: np.ndarray, null: np.ndarray) -> list[Any]:

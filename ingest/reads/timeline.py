@@ -17,6 +17,7 @@ from django.db import connection
 
 from ingest.core import eventstore
 from ingest.core import timeline as formulas
+from ingest.core.intervals import factorize
 from ingest.models import Run, TimelineState
 from ingest.reads.downsample import downsample
 
@@ -99,8 +100,13 @@ def _coded(codes: np.ndarray, values: list[Any], wanted: Any) -> np.ndarray:
 
 def lanes(ev: formulas.EventTable) -> list[dict[str, Any]]:
     """The distinct (source, rank, server, slot) of the events, sorted."""
-    keys = np.stack([ev.source.astype(np.int64), ev.rank, ev.server.astype(np.int64), ev.slot])
-    distinct = np.unique(keys, axis=1).T.tolist()
+    cols = [ev.source.astype(np.int64), ev.rank, ev.server.astype(np.int64), ev.slot]
+    key = np.zeros(ev.n, dtype=np.int64)
+    for col in cols:  # one dense key of the four (factorized: no sort of the rows)
+        values, code = factorize(col)
+        key = key * values.size + code
+    first = np.unique(key, return_index=True)[1] if key.size else np.zeros(0, dtype=np.intp)
+    distinct = np.stack(cols)[:, first].T.tolist()
     out = [{"source": ev.sources[s], "rank": None if r < 0 else r,
             "server": None if v < 0 else ev.servers[v], "slot": None if k < 0 else k}
            for s, r, v, k in distinct]
