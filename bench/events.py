@@ -3,7 +3,7 @@ layer), over the real WebSocket:
 
 1. ingest: a client streams `events` messages of 4,096 events (an asynchronous GRPO job's
    spans: 2 trainer ranks' microbatches, 2 servers × 16 slots of short generations, weight syncs,
-   save_batch instants; number columns as typed arrays, as trainer_hooks sends them) and
+   save_batch instants; columns as trainer_hooks sends them) and
    waits for the acks: events/s and p50/p99 ack latency;
 2. freshness: after the stream, a `barrier`, then the derived `timing_*` series read through
    the read API: ms from sending the barrier to reading the last step's point;
@@ -32,6 +32,8 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from devtools.live_server import ServerState, running  # noqa: E402
+from trainer_hooks.timeline.columns import clean_events, wire_columns  # noqa: E402
+from trainer_hooks.wire.events import EVENT_COLUMNS  # noqa: E402
 from trainer_hooks.wire.protocol import encode_msgpack  # noqa: E402
 
 PER_MESSAGE = 4096
@@ -97,20 +99,20 @@ def job(n_events: int, t0: float = 1_700_000_000.0) -> dict[str, np.ndarray | li
 
 
 def frames(cols: dict[str, Any], run: str) -> list[bytes]:
+    """Messages of PER_MESSAGE events, their columns made as trainer_hooks makes them
+    (`trainer_hooks.timeline.columns`: one value for a column that is all alike, typed arrays
+    for numbers, float64 with NaN for integers with nulls), encoded as msgpack."""
     n = len(cols["name"])
     out = []
     for i, a in enumerate(range(0, n, PER_MESSAGE)):
         b = min(n, a + PER_MESSAGE)
-        msg: dict[str, Any] = {"v": 1, "id": f"e{i}", "type": "events", "run": run}
-        for k, v in cols.items():
-            part = v[a:b]
-            if k == "start":
-                msg[k] = part  # a typed float64 array
-            elif k == "end":
-                msg[k] = [None if x != x else float(x) for x in part.tolist()]
-            else:
-                msg[k] = part
-        out.append(encode_msgpack(msg))
+        part = {k: (v[a:b].tolist() if isinstance(v, np.ndarray) else v[a:b])
+                for k, v in cols.items()}
+        part.update({k: [None] * (b - a) for k in EVENT_COLUMNS if k not in part})
+        rows, wire = wire_columns(clean_events(part, b - a), "events", lists_for_nulls=False)
+        assert rows == b - a
+        out.append(encode_msgpack({"v": 1, "id": f"e{i}", "type": "events", "run": run,
+                                   **wire}))
     return out
 
 
