@@ -25,10 +25,19 @@ fill.
 the trainer is). One sender: only the main process (`state.is_world_process_zero`) connects
 and logs step metrics, which the Trainer has already reduced across processes. Every rank
 scores its own share of the completions; after each optimizer step the callback gathers the
-ranks' captured samples to every process (`accelerate.utils.gather_object`, one small
-collective that every rank reaches at the same point of the step) and the main process sends
-them. Group ids are global (TRL's layout: process p's completion i is number p·n + i of the
+ranks' captured samples and events to every process (`accelerate.utils.gather_object`, one
+small collective that every rank reaches at the same point of the step) and the main process
+sends them. Group ids are global (TRL's layout: process p's completion i is number p·n + i of the
 generation batch), so a prompt group split across ranks stays one group.
+
+**Timeline** (`hf_timeline`; `timeline=False`: none): every process records its spans —
+`training_loop_start`, per optimizer step `train_step` with `train_step/forward` and
+`train_step/backward` per micro-batch, `optimizer_step`, and from TRL's profiled blocks
+`generation` (source `inference`), `compute_reward` (source `reward`), `weight_broadcast`
+and the `save_batch` instant — and they are sent with the step's samples. TRL's profiling
+timers (`profiling/Time taken: <Class>.<name>`, which TRL sends to W&B, MLflow or trackio
+only) reach the step metrics as `profiling/<name>`: the main process's mean seconds per call
+since the previous log.
 
 **A failed training** ends the run `failed`: while a `TelescopeCallback` exists, `Trainer.train`
 is wrapped (once, for every trainer) so that an exception leaving it (a reward function that
@@ -46,6 +55,7 @@ import functools
 import inspect
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,9 +70,12 @@ from trainer_hooks.integrations.hf_rewards import (
     any_wrapped,
     telescope_reward,
 )
+from trainer_hooks.integrations.hf_timeline import TrainerEvents, install
 from trainer_hooks.transport.client import Client, connect
+from trainer_hooks.warnonce import WarnOnce
 
 log = logging.getLogger("trainer_hooks.integrations.hf")
+_warn = WarnOnce(log)
 
 __all__ = ["TRL_KEYS", "TelescopeCallback", "step_metrics", "telescope_key", "telescope_reward"]
 
@@ -78,13 +91,14 @@ class TelescopeCallback(TrainerCallback):
     name (a resumed checkpoint). Other keywords go to `trainer_hooks.connect` (`spool_dir`,
     ...). `close_timeout`: how long the end of training waits for everything to be stored.
     `text=False` leaves the prompts and completions' text out of the samples (the sender's
-    `text_per_group=k` keeps it for k samples of each group only).
+    `text_per_group=k` keeps it for k samples of each group only). `timeline=False` sends
+    no events (the `profiling/` step metrics stay).
     """
 
     def __init__(self, url: str | None = None, token: str | None = None,
                  run: str | None = None, *, config: dict[str, Any] | None = None,
                  environments: Any = None, resume: bool = False,
-                 close_timeout: float = 60.0, text: bool = True,
+                 close_timeout: float = 60.0, text: bool = True, timeline: bool = True,
                  **connect_options: Any) -> None:
         self.url = url or os.environ.get("TELESCOPE_URL") or "ws://127.0.0.1:8000"
         self.token = token if token is not None else os.environ.get("TELESCOPE_TOKEN", "")
@@ -95,13 +109,25 @@ class TelescopeCallback(TrainerCallback):
         self.close_timeout = close_timeout
         self.connect_options = connect_options
         self.capture = SampleCapture(text=text)
+        self.events = TrainerEvents(spans=timeline)
         self.client: Client | None = None
         self.state: Any = None
         self.closed: bool | None = None  # what client.close() returned at the end of training
         self._model: Any = None
         self._world_size = 1
+        self._trainer: weakref.ref[Any] | None = None
         activate(self)
         _guard_train()
+
+    def attach(self, trainer: Any) -> None:
+        """`trainer` is about to train with this callback (`_guard_train` tells): hook it for
+        the Timeline (`hf_timeline.install`)."""
+        try:
+            self._trainer = weakref.ref(trainer)
+            install(trainer, self.events)
+        except Exception as exc:  # noqa: BLE001 - the Timeline never stops a training
+            _warn("attach", "telescope: timeline: could not hook the trainer (%s: %s)",
+                  type(exc).__name__, exc)
 
     # ------------------------------------------------------------ Trainer events
 
@@ -110,8 +136,14 @@ class TelescopeCallback(TrainerCallback):
         activate(self)
         self.state, self._model = state, model
         self._world_size = int(getattr(args, "world_size", 1) or 1)
+        process_index = int(getattr(args, "process_index", 0) or 0)
+        self.events.rank = process_index
+        trainer = self._trainer() if self._trainer is not None else None
+        if trainer is not None:  # again: the loop may have made a new accelerator
+            self.attach(trainer)
+        self.events.loop_start()
         self.capture.layout = Layout(
-            process_index=int(getattr(args, "process_index", 0) or 0),
+            process_index=process_index,
             num_generations=getattr(args, "num_generations", None),
             stop_token_ids=_stop_token_ids(processing_class))
         if state.is_world_process_zero and self.client is None:
@@ -123,18 +155,30 @@ class TelescopeCallback(TrainerCallback):
                                   environments=self.environments, resume=self.resume,
                                   **self.connect_options)
 
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.events.step_begin(int(state.global_step) + 1)
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.events.pre_optimizer()
+
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.events.optimizer_done()
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._send_samples()
+        self.events.step_end()
+        self._send_step()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
+        profiling = self.events.take_profiling()  # every rank: only the main one sends
         if self.client is not None and logs:
             metrics = step_metrics(logs)
+            metrics.update(profiling)
             if metrics:
                 self.client.log_step(int(state.global_step), metrics)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._send_samples()
+        self._send_step()
         if self.client is not None:
             self.closed = self.client.close(self.close_timeout, status="finished")
             # (what is still pending, where it is spooled and how to deliver it, close()
@@ -148,12 +192,15 @@ class TelescopeCallback(TrainerCallback):
         """`Trainer.train` raised `exc` (see `_guard_train`): end the run `failed`. The
         samples of the step that failed are left out (a batch whose reward functions did not
         all run would carry a partial total) and no rank gathers (the others may never reach
-        it). Never raises: the trainer's own exception is the one the caller must see."""
+        it): the main process sends its own events, up to the failure. Never raises: the
+        trainer's own exception is the one the caller must see."""
         self.capture.take()  # drop them: a failing step's batch may be half scored
+        events = self.events.take()
         client, self.client = self.client, None
         if client is None:
             return
         try:
+            self._send_events(client, [events])
             log.warning("telescope: training failed (%s: %s); ending run %r as failed",
                         type(exc).__name__, exc, client.run)
             self.closed = client.close(self.close_timeout, status="failed")
@@ -166,23 +213,33 @@ class TelescopeCallback(TrainerCallback):
         """True while the trainer trains (TRL also scores completions when evaluating)."""
         return self._model is not None and bool(getattr(self._model, "training", False))
 
-    def _send_samples(self) -> None:
-        if not any_wrapped():
+    def _send_step(self) -> None:
+        """Send what the ranks captured since the last optimizer step: samples and events."""
+        wrapped, spans = any_wrapped(), self.events.spans
+        if not wrapped and not spans:
             return
-        chunks = self.capture.take()
+        parts = [(self.capture.take() if wrapped else [], self.events.take())]
         if self._world_size > 1:  # every rank reaches this at the same point of the step
             from accelerate.utils import gather_object
 
-            chunks = gather_object(chunks)
+            parts = gather_object(parts)
         if self.client is None:
             return
         takes_text = _takes_text(self.client)
-        for chunk in chunks:
-            chunk = dict(chunk)
-            if not takes_text:  # a trainer_hooks without text columns
-                chunk.pop("prompt", None)
-                chunk.pop("completion", None)
-            self.client.log_samples(chunk.pop("step"), **chunk)
+        for chunks, _ in parts:
+            for chunk in chunks:
+                chunk = dict(chunk)
+                if not takes_text:  # a trainer_hooks without text columns
+                    chunk.pop("prompt", None)
+                    chunk.pop("completion", None)
+                self.client.log_samples(chunk.pop("step"), **chunk)
+        self._send_events(self.client, [events for _, events in parts])
+
+    def _send_events(self, client: Client, columns: list[dict[str, list[Any]]]) -> None:
+        """One `log_events` call for the ranks' event columns (nothing when there are none)."""
+        merged = {name: [v for c in columns for v in c[name]] for name in columns[0]}
+        if merged["name"]:
+            client.log_events(**merged)
 
     def _run_name(self, args: Any) -> str:
         if self.run:
@@ -219,17 +276,22 @@ def _guard_train() -> None:
 
     @functools.wraps(train)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for callback in _telescope_callbacks(self):
+            callback.attach(self)
         try:
             return train(self, *args, **kwargs)
         except BaseException as exc:  # Ctrl-C and SystemExit end a training unfinished too
-            handler = getattr(self, "callback_handler", None)
-            for callback in list(getattr(handler, "callbacks", ())):
-                if isinstance(callback, TelescopeCallback):
-                    callback.on_train_failed(exc)
+            for callback in _telescope_callbacks(self):
+                callback.on_train_failed(exc)
             raise
 
     guarded._telescope_guard = True  # type: ignore[attr-defined]
     Trainer.train = guarded  # type: ignore[method-assign]
+
+
+def _telescope_callbacks(trainer: Any) -> list[TelescopeCallback]:
+    handler = getattr(trainer, "callback_handler", None)
+    return [c for c in getattr(handler, "callbacks", ()) if isinstance(c, TelescopeCallback)]
 
 
 def _takes_text(client: Client) -> bool:
