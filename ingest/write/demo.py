@@ -34,16 +34,23 @@ def demo_messages(run: str, steps: int, group_size: int = 8, groups: int = 8,
     """run.start, then per step one `step` message and one `samples` message per env, and
     after every `chunk_steps` steps (and the last) the `events` and `gauges` messages of what
     the job finished since (none with `events=False`). Times: `start` (default: the job's
-    length ago, so it ends now) plus the simulated job's."""
-    t0 = time.time() - demo_job(steps, group_size, groups, seed)[1].latest \
-        if start is None else start
+    length ago, so that it ends now: the job is simulated first) plus the simulated job's."""
+    found = demo_steps(run, steps, group_size, groups, seed, chunk_steps)
+    if start is None:
+        found = iter(done := list(found))
+        t0 = time.time() - max((d.chunk.latest for d in done if d.chunk is not None),
+                               default=0.0)
+    else:
+        t0 = start
     yield {"v": 1, "id": f"{run}-start", "type": "run.start", "run": run,
            "config": {"algorithm": "grpo", "lr": 1e-6, "group_size": group_size},
            "environments": ENVIRONMENTS, "time": t0}
-    for ds in demo_steps(run, steps, group_size, groups, seed, t0, chunk_steps):
+    for ds in found:
+        t = t0 + ds.end
         yield {"v": 1, "id": f"{run}-step-{ds.step}", "type": "step", "run": run,
-               "step": ds.step, "time": t0 + ds.end, "metrics": ds.metrics}
-        yield from ds.samples
+               "step": ds.step, "time": t, "metrics": ds.metrics}
+        for msg in ds.samples:
+            yield {**msg, "time": [t] * len(msg["reward"])}
         if events and ds.chunk is not None:
             yield from timeline_messages(run, ds.chunk, t0, f"{ds.step}")
 
@@ -61,10 +68,10 @@ class DemoStep:
 
 
 def demo_steps(run: str, steps: int, group_size: int = 8, groups: int = 8, seed: int = 0,
-               t0: float = 0.0, chunk_steps: int = CHUNK_STEPS) -> Iterator[DemoStep]:
+               chunk_steps: int = CHUNK_STEPS) -> Iterator[DemoStep]:
     """The demo's steps one by one, the job simulated a step ahead (step i's events are all
-    known once step i+1's batch is generated). Samples are stamped t0 + the step's end. The
-    same values for a step however far one reads (the generators are seeded)."""
+    known once step i+1's batch is generated); samples stamped with the step's end. The same
+    values for a step however far one reads (the generators are seeded)."""
     rng = np.random.default_rng(seed)
     job = AsyncJob(seed)
     n = group_size * groups
@@ -79,8 +86,8 @@ def demo_steps(run: str, steps: int, group_size: int = 8, groups: int = 8, seed:
         progress = step / max(1, steps - 1)
         metrics = _step_metrics(rng, step, progress, job.measured[step])
         off = job.off_policy[step]
-        samples = [_samples(rng, run, step, env, e, progress, group_size, groups, t0 + end,
-                            seed, off[e * n:(e + 1) * n]) for e, env in enumerate(ENVIRONMENTS)]
+        samples = [_samples(rng, run, step, env, e, progress, group_size, groups, end, seed,
+                            off[e * n:(e + 1) * n]) for e, env in enumerate(ENVIRONMENTS)]
         last = step == steps - 1
         chunk = job.take(np.inf if last else end) if last or (step + 1) % chunk_steps == 0 \
             else None

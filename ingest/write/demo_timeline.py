@@ -8,11 +8,13 @@ The job, one host `node-1` with 4 GPUs:
   rank runs `train_step` with `MICROBATCHES` nested `train_step/forward` and
   `train_step/backward` spans, then both run `optimizer_step` (from when the slower rank is
   done: rank 1 is now and then a straggler) and `weight_broadcast` of policy step i.
-- Inference: 2 servers (GPUs 2, 3) × 4 slots, each slot one sequence at a time. The
-  orchestrator queues batch i's generations (a group's 8 samples together, an eval set now and
-  then) once policy step i−2 is loaded: batch i is at most one step behind the policy step i−1
-  that trainer step i starts from (off-policy by one). A generation's `step` is the policy step
-  whose weights it used (null: the initial weights).
+- Inference: 2 servers (GPUs 2, 3) × 4 slots, each slot one sequence at a time, taking the
+  orchestrator's queue in order: batch i's generations (a group's 8 samples together, an eval
+  set now and then) after batch i−1's. Policy step p is the weights trainer step p made; a
+  generation's `step` is the policy step it used (null: the initial weights). A server that
+  has finished batch i before step i−1's weights arrive waits for them: batch i is made by
+  policy step i−2 or i−1, at most one step behind the weights trainer step i starts from
+  (i−1): off-policy by one.
 - Weight sync: when step i's broadcast starts, each server stops starting generations; a
   generation in flight then either finishes (the slot's `weight_sync` starts after it) or, when
   much of it is left, is canceled and queued again; the sync (one `weight_sync` span per slot,
@@ -142,7 +144,6 @@ class AsyncJob:
         self.rng = np.random.default_rng([seed, 0x7E1E])
         self.free = (0.5 + self.rng.uniform(0, 0.2, SERVERS * SLOTS)).tolist()  # warm-up
         self.policy = [-1] * SERVERS  # the policy step each server holds (-1: initial)
-        self.loaded: dict[tuple[int, int], float] = {}  # (policy step, server) → loaded at
         self.pending: tuple[int, float, float] | None = None  # (step, broadcast start, end)
         self.synced = [True] * SERVERS
         self.reward_free = 0.0
@@ -158,8 +159,7 @@ class AsyncJob:
 
     def advance(self, i: int, batch: Batch) -> None:
         """Step i: its batch generated, scored and saved, then trained on."""
-        gate = [self.loaded.get((i - 2, s), 0.0) for s in range(SERVERS)]
-        done = self.generate(i, batch, gate)
+        done = self.generate(i, batch)
         saved = self.score(i, batch, done) + PACK
         self.instant("save_batch", saved, "orchestrator", i)
         self.train(i, saved, float(batch.tokens.mean()))
@@ -201,10 +201,11 @@ class AsyncJob:
     def instant(self, name: str, t: float, source: str, step: int) -> None:
         self.span(name, t, float("nan"), source, step)
 
-    def generate(self, i: int, batch: Batch,
-                 gate: list[float]) -> list[tuple[float, int, int]]:
+    def generate(self, i: int, batch: Batch) -> list[tuple[float, int, int]]:
         """Place batch i's generations (and an eval set) on the slots; (end, job, policy
-        step) of every finished one, job −1 for an eval generation."""
+        step) of every finished one, job −1 for an eval generation. Every server takes step
+        i−1's weights before this returns: one that runs out of work first waits for them,
+        so batch i+1 is made by policy step i−1 at the oldest."""
         n = len(batch.sample_id)
         evals = EVAL_SIZE if i and i % EVAL_EVERY == 0 else 0
         tokens = np.concatenate([self.rng.integers(300, 900, evals), batch.tokens])
@@ -213,8 +214,6 @@ class AsyncJob:
         done: list[tuple[float, int, int]] = []
         self.synced = [self.pending is None] * SERVERS
         _, a, _ = self.pending or (0, np.inf, 0)
-        # No slot starts before its server holds policy i−2 (always before the pending sync).
-        self.free = [max(f, gate[lane // SLOTS]) for lane, f in enumerate(self.free)]
         lanes = range(len(self.free))
         while jobs:
             lane = min(lanes, key=self.free.__getitem__)
@@ -255,7 +254,6 @@ class AsyncJob:
                       server=s, slot=lane % SLOTS)
             self.free[lane] = end + SLOT_GAP
         self.policy[s] = step
-        self.loaded[(step, s)] = end
         self.synced[s] = True
 
     def score(self, i: int, batch: Batch, done: list[tuple[float, int, int]]) -> float:
@@ -331,9 +329,13 @@ class AsyncJob:
         return {name: _column(name, col) for name, col in zip(_COLUMNS, cols, strict=True)}
 
 
-def _column(name: str, values: Any) -> np.ndarray:
-    kind = np.float64 if name in _FLOATS else np.int64 if name in _INTS else object
-    return np.asarray(values, dtype=kind)
+def _column(name: str, values: Sequence[Any]) -> np.ndarray:
+    if name in _FLOATS or name in _INTS:
+        kind = np.float64 if name in _FLOATS else np.int64
+        return np.fromiter(values, dtype=kind, count=len(values))
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _empty() -> dict[str, np.ndarray]:
