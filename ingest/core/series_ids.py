@@ -33,12 +33,25 @@ def series_id(kind: str, key: str, stat: str | None = None, env: str | None = No
     return "|".join(quote(part or "", safe="") for part in (kind, key, stat, env))
 
 
+def timing_group(key: str) -> str:
+    """The Timeline section's group of a `timing_*` key, the trainer's and the derived alike."""
+    if key.endswith("_microbatch_mean") or key == "timing_microbatch_count":
+        return "Per microbatch"
+    if key.startswith(("timing_generation_", "timing_compute_reward_", "timing_avg_")) \
+            or key == "timing_idle_pct":
+        return "Inference"
+    if key.startswith(("timing_weight_sync_", "timing_weight_broadcast_")):
+        return "Weight sync"
+    if key in ("timing_rank_spread", "timing_slowest_rank"):
+        return "Ranks"
+    return "Full step"
+
+
 def placement(kind: str, key: str, stat: str | None, env: str | None) -> dict[str, str | None]:
     """Section, group and label of a series for the All view."""
     if kind == "timeline" or kind == "step":
         if key.startswith("timing_") and (kind == "timeline" or "/" not in key):
-            group = "Per microbatch" if key.endswith("_microbatch_mean") else "Full step"
-            return {"section": "Timeline", "group": group, "label": key}
+            return {"section": "Timeline", "group": timing_group(key), "label": key}
         section, sub, metric = split_key(key)
         return {"section": section, "group": sub, "label": metric}
     where = f" [{env}]" if env else ""

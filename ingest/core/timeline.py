@@ -26,6 +26,10 @@ The definitions (DESIGN "Where the time goes"), with the choices the text leaves
   `weight_sync_trainer`, `weight_sync_inference`) has no `_total` (its `_microbatch_mean`
   stays). `timing_microbatch_count` = the most spans named `forward` (or whose last
   `/` segment is `forward`: counted per name) on one rank; a step without one has no point.
+- `timing_rank_spread` = the largest over ranks / the median over ranks of the per-rank sum of
+  the durations of the step's *top-level* trainer spans (names without `/`), over the ranks
+  that have one (a null rank left out); `timing_slowest_rank` = the rank of that largest sum
+  (the smallest rank on ties). Fewer than 2 ranks or a median of 0: neither has a point.
 - `timing_weight_sync_trainer_total` = `timing_weight_broadcast_total` (also given under its
   own name); `timing_weight_sync_inference_total` = max end − min start of the step's
   `weight_sync` spans of source `inference` (over servers).
@@ -150,7 +154,8 @@ WINDOW_KEYS = tuple(f"timing_generation_{s}_pct" for s in ("normal", "discarded"
     f"timing_compute_reward_{s}_pct" for s in ("normal", "discarded", "all")) + (
     "timing_idle_pct", "timing_avg_inference_time", "timing_avg_compute_reward_time")
 FIXED_KEYS = frozenset((*STEP_KEYS, *WINDOW_KEYS, "timing_microbatch_count",
-                        "timing_weight_sync_trainer_total", "timing_weight_sync_inference_total"))
+                        "timing_weight_sync_trainer_total", "timing_weight_sync_inference_total",
+                        "timing_rank_spread", "timing_slowest_rank"))
 
 
 class _View:
@@ -162,6 +167,9 @@ class _View:
         self.names, self.name = label_groups(ev.names, ev.name)
         self.trainer = label_mask(ev.sources, ev.source, "trainer")
         self.inference = label_mask(ev.sources, ev.source, "inference")
+        # trainer spans of a top-level name (no `/`): nested time is inside one of them
+        self.top = self.trainer & self.span & ~np.array(
+            ["/" in str(n) for n in self.names] or [False])[self.name]
 
     def named(self, name: str) -> np.ndarray:
         if name not in self.names:
@@ -210,6 +218,7 @@ def step_series(ev: EventTable, lanes: int | None = None) -> StepTimings:
     tls = view.training_loop_start()
     end_i = _trainer_steps(view, trainer, steps, tls, cols)
     _op_series(view, trainer & view.span, steps, cols)
+    _rank_series(view, view.top & has_step & (ev.rank >= 0), steps, cols)
     at = np.searchsorted(steps, ev.step[wsync])
     sync_end = group_reduce(np.maximum, at, ev.end[wsync], m)
     cols["timing_weight_sync_inference_total"] = sync_end - group_reduce(
@@ -275,6 +284,31 @@ def _op_series(view: _View, spans: np.ndarray, steps: np.ndarray,
         cols[f"timing_{name}_microbatch_mean"] = per
         if name == "weight_broadcast":
             cols["timing_weight_sync_trainer_total"] = total
+
+
+def _rank_series(view: _View, spans: np.ndarray, steps: np.ndarray,
+                 cols: dict[str, np.ndarray]) -> None:
+    """`timing_rank_spread` and `timing_slowest_rank` into `cols` from the top-level spans of
+    ranked trainer events: per (step, rank) cell the sum of their durations, then per step."""
+    ev, m = view.ev, steps.size
+    ranks, rank = factorize(ev.rank[spans])
+    width = max(ranks.size, 1)
+    keys, cell = factorize(np.searchsorted(steps, ev.step[spans]) * width + rank)
+    per_rank = np.bincount(cell, (ev.end - ev.start)[spans], keys.size)
+    step, who = keys // width, ranks[keys % width].astype(np.float64)
+    n = np.bincount(step, minlength=m)
+    first = np.cumsum(n) - n
+    ordered = per_rank[np.lexsort((per_rank, step))]  # by step, then sum: medians by position
+    median, worst = np.full(m, np.nan), np.full(m, np.nan)
+    many = np.flatnonzero(n >= 2)
+    median[many] = (ordered[first[many] + (n[many] - 1) // 2]
+                    + ordered[first[many] + n[many] // 2]) / 2
+    worst[many] = ordered[first[many] + n[many] - 1]
+    median[median == 0] = np.nan
+    at_max = per_rank == worst[step]  # False where the step has fewer than 2 ranks (NaN)
+    slowest = group_reduce(np.minimum, step[at_max], who[at_max], m)
+    cols["timing_rank_spread"] = worst / median
+    cols["timing_slowest_rank"] = np.where(np.isnan(median), np.nan, slowest)
 
 
 def _window_series(view: _View, saved: np.ndarray, tls: float, lanes: int,
@@ -352,8 +386,7 @@ def buckets(ev: EventTable, bucket: float, t0: float, t1: float, *, lanes: int,
     series["weight_sync_pct"] = _pct(_union_overlap(
         label_groups(ev.servers, ev.server[sync])[1], ev.start[sync], ev.end[sync], k0, nb,
         width), servers * width, nb)
-    top = view.trainer & view.span & ~np.array(
-        ["/" in str(n) for n in view.names] or [False])[view.name]
+    top = view.top
     working = _pct(_union_overlap(ev.rank[top], ev.start[top], ev.end[top], k0, nb, width),
                    ranks * width, nb)
     series["trainer_working_pct"] = working

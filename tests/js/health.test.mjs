@@ -116,3 +116,65 @@ test('the evaluator: steps with values, missing series, unknown rules', () => {
   assert.equal(hit[0].step, 50);
   assert.deepEqual(hintKeys(hintsFor('train/kl_max')[0]), ['train/kl_max', 'train/kl_mean', 'train/grad_norm']);
 });
+
+// ------------------------------------------------------------------ where the time goes
+
+const steps = (from, values) => ({ step: values.map((_, i) => from + i), value: values });
+
+test('the trainer waiting for data most of its step, for the last 3 steps', () => {
+  const total = steps(10, [10, 10, 10, 10, 8]);
+  const [hit, ...more] = run('timing_waiting_for_data', steps(10, [1, 2, 6, 7, 5]), {}, { timing_step_total: total });
+  assert.equal(more.length, 0);
+  assert.equal(hit.step, 14);
+  assert.equal(hit.value, 5);
+  assert.equal(hit.of, 8);
+  assert.equal(hit.pct, 62.5);
+  assert.match(hit.message, /^Waiting for data 62\.5% of step 14 \(5 s of 8 s\), over half of each of the last 3 steps: /);
+  assert.match(hit.message, /inference is the bottleneck/);
+  // One step of the last three at half: not most of each step.
+  assert.deepEqual(run('timing_waiting_for_data', steps(10, [1, 2, 5, 7, 5]), {}, { timing_step_total: total }), []);
+  assert.deepEqual(run('timing_waiting_for_data', steps(10, [1, 1, 1, 1, 1]), {}, { timing_step_total: total }), []);
+  assert.deepEqual(run('timing_waiting_for_data', steps(10, [6, 7]), {}, { timing_step_total: total }), [], 'fewer steps than the window');
+  assert.deepEqual(run('timing_waiting_for_data', steps(10, [6, 7, 6, 7, 6])), [], 'no step total to compare with');
+  // Only steps that have both count, and a step total of 0 is no step to divide by.
+  const gappy = { step: [10, 12, 13, 14], value: [10, 0, 10, 10] };
+  assert.deepEqual(run('timing_waiting_for_data', steps(10, [2, 6, 6, 6, 6]), {}, { timing_step_total: gappy }), [],
+    'steps 10, 13, 14 only');
+  assert.equal(run('timing_waiting_for_data', steps(10, [2, 6, 6, 6, 6]), {},
+    { timing_step_total: { step: [10, 11, 12, 13, 14], value: [10, 10, 0, 10, 10] } }).length, 1, 'steps 11, 13, 14');
+});
+
+test('inference idle most of the window for the last 3 steps', () => {
+  const [hit] = run('timing_idle_pct', [20, 30, 55, 80, 60.25]);
+  assert.equal(hit.step, 4);
+  assert.match(hit.message, /^Inference idle 60\.3% of the window of step 4, over 50% in each of the last 3 steps: /);
+  assert.deepEqual(run('timing_idle_pct', [20, 30, 50, 80, 60]), [], '50% is not over 50%');
+  assert.deepEqual(run('timing_idle_pct', [90, 90, 10, 10, 10]), [], 'busy now');
+  assert.deepEqual(run('timing_idle_pct', [null, 90, NaN, 90, 90]).length, 1, 'non-finite points are no steps');
+});
+
+test('weight sync over a quarter of the step, trainer side and inference side', () => {
+  const total = steps(0, [4, 4, 4, 4, 4, 4]);
+  for (const key of ['timing_weight_sync_trainer_total', 'timing_weight_sync_inference_total']) {
+    // synced at steps 1, 3 and 5 only: those are the last three with both
+    const sync = { step: [1, 3, 5], value: [1.2, 1.5, 2] };
+    const [hit] = run(key, sync, {}, { timing_step_total: total });
+    assert.equal(hit.step, 5, key);
+    assert.match(hit.message, /^Weight sync took 50% of step 5 \(2 s of 4 s\), over 25% at each of the last 3 steps with one: /);
+    assert.deepEqual(run(key, { step: [1, 3, 5], value: [1.2, 1, 2] }, {}, { timing_step_total: total }), [], `${key}: 25% at step 3`);
+    assert.deepEqual(run(key, steps(0, [0.1, 0.2, 0.1, 0.1]), {}, { timing_step_total: total }), [], `${key}: cheap`);
+  }
+});
+
+test('a straggler rank: the rank spread over 1.5 for the last 3 steps, naming the slowest rank', () => {
+  const slowest = steps(0, [0, 3, 3, 3, 5]);
+  const [hit] = run('timing_rank_spread', steps(0, [1.1, 1.6, 1.7, 2.5, 1.8]), {}, { timing_slowest_rank: slowest });
+  assert.equal(hit.step, 4);
+  assert.equal(hit.rank, 5);
+  assert.match(hit.message, /^Rank 5 is a straggler: it worked 1\.8× the median rank’s time at step 4, over 1\.5× at each of the last 3 steps: /);
+  assert.deepEqual(run('timing_rank_spread', steps(0, [1.1, 1.6, 1.4, 2.5, 1.8]), {}, { timing_slowest_rank: slowest }), []);
+  assert.deepEqual(run('timing_rank_spread', steps(0, [1, 1.05, 1.1, 1.02, 1])), []);
+  // Without the slowest-rank series the hint still fires, the rank unknown.
+  assert.match(run('timing_rank_spread', steps(0, [2, 2, 2]))[0].message, /^Rank \? is a straggler/);
+  assert.deepEqual(hintKeys(hintsFor('timing_rank_spread')[0]), ['timing_rank_spread', 'timing_slowest_rank']);
+});

@@ -202,6 +202,27 @@ def microbatch_count(evs: list[Event]) -> float | None:
     return float(max(counts.values())) if counts else None
 
 
+def rank_spread(evs: list[Event]) -> dict[str, float]:
+    """timing_rank_spread and timing_slowest_rank of one step's trainer events: per rank (a
+    null rank left out) the sum of the durations of its top-level spans (names without `/`);
+    the largest sum over the median sum, and the smallest rank with the largest sum. Nothing
+    with fewer than 2 ranks or a median of 0."""
+    sums: dict[int, float] = {}
+    for e in evs:
+        if e.span and "/" not in e.name and e.rank is not None:
+            sums[e.rank] = sums.get(e.rank, 0.0) + e.duration
+    if len(sums) < 2:
+        return {}
+    ordered = sorted(sums.values())
+    half = len(ordered) // 2
+    median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+    if median == 0:
+        return {}
+    worst = ordered[-1]
+    slowest = min(rank for rank, total in sums.items() if total == worst)
+    return {"timing_rank_spread": worst / median, "timing_slowest_rank": float(slowest)}
+
+
 def inference_weight_sync(events: list[Event]) -> dict[int, tuple[float, float]]:
     """{step: (min start, max end)} of the step's `weight_sync` spans of source inference."""
     out: dict[int, tuple[float, float]] = {}
@@ -287,6 +308,7 @@ def step_series(events: list[Event], lanes: int | None = None
         points.setdefault(i, {}).update(p)
     for i, evs in trainer.items():
         points[i].update(op_timings(evs))
+        points[i].update(rank_spread(evs))
         count = microbatch_count(evs)
         if count is not None:
             points[i]["timing_microbatch_count"] = count

@@ -86,6 +86,10 @@ def test_two_ranks_and_a_null_rank_by_hand() -> None:
     assert got["timing_idle_pct"] == pytest.approx({0: 80.0, 1: 100 - 100 * 5.5 / 15})
     assert got["timing_avg_inference_time"] == pytest.approx({0: 0.2, 1: 5.2 / 3})
     assert got["timing_avg_compute_reward_time"] == {1: 0.5}
+    # top-level spans of ranks 0 and 1 (the null rank left out): step 0 sums 4 (forwards,
+    # backward, weight_broadcast) and 4.5; step 1 sums 1.2 and 1.5
+    assert got["timing_rank_spread"] == pytest.approx({0: 4.5 / 4.25, 1: 1.5 / 1.35})
+    assert got["timing_slowest_rank"] == {0: 1.0, 1: 1.0}
 
 
 def test_two_ranks_buckets_by_hand() -> None:

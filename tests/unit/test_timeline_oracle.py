@@ -223,7 +223,54 @@ def test_straggler_nested_and_gap(side: str) -> None:
                   "timing_train_step/forward_microbatch_mean": 1.2,  # 6 / 5
                   "timing_train_step/backward_total": 1.5,
                   "timing_train_step/backward_microbatch_mean": 1.5,
-                  "timing_microbatch_count": 3.0}),
+                  "timing_microbatch_count": 3.0,
+                  # top-level spans only: train_step 4 on rank 0, 6 on rank 1; median 5
+                  "timing_rank_spread": 1.2, "timing_slowest_rank": 1.0}),
+    })
+
+
+RANK_KEYS = ("timing_rank_spread", "timing_slowest_rank")
+
+
+def rank_points(p: Points) -> Points:
+    """Only the rank series of `p` (steps without one left out)."""
+    out: Points = {}
+    for s, (t, row) in p.items():
+        kept = {k: v for k, v in row.items() if k in RANK_KEYS}
+        if kept:
+            out[s] = (t, kept)
+    return out
+
+
+def test_rank_spread_and_slowest_rank(side: str) -> None:
+    """Per rank the sum of its top-level spans in the step, a null rank left out; max over
+    median; the smallest rank on ties; no point with one rank or a median of 0."""
+    t = table([
+        # step 0: ranks sum 2, 3, 6 (nested `forward/x` and the null rank's 100 s do not count)
+        ev("forward", 0.0, 1.0, step=0, rank=0), ev("backward", 1.0, 2.0, step=0, rank=0),
+        ev("forward/x", 0.0, 5.0, step=0, rank=0),
+        ev("forward", 0.0, 1.5, step=0, rank=1), ev("forward", 1.5, 3.0, step=0, rank=1),
+        ev("forward", 0.0, 6.0, step=0, rank=2), ev("forward", 0.0, 100.0, step=0),
+        ev("marker", 7.0, step=0, rank=3),  # an instant: rank 3 has no span in step 0
+        ev("forward", 0.0, 50.0, step=0, rank=4, source="inference"),  # not a trainer event
+        # step 1: ranks 0 and 2 tie at 4 s, rank 1 has 2 s: median 4
+        ev("optimizer_step", 110.0, 114.0, step=1, rank=2),
+        ev("optimizer_step", 110.0, 112.0, step=1, rank=1),
+        ev("optimizer_step", 110.0, 111.0, step=1, rank=0),
+        ev("optimizer_step", 111.0, 114.0, step=1, rank=0),
+        # step 2: one rank beside the null one: no point
+        ev("forward", 120.0, 121.0, step=2, rank=0), ev("forward", 120.0, 125.0, step=2),
+        # step 3: sums 0, 0, 1: the median is 0, no point
+        ev("forward", 130.0, 130.0, step=3, rank=0), ev("forward", 130.0, 130.0, step=3, rank=1),
+        ev("forward", 130.0, 131.0, step=3, rank=2),
+        # step 4: four ranks, 1, 2, 3, 10 s: median 2.5, spread 4, rank 7 the slowest
+        *(ev("forward", 140.0, 140.0 + d, step=4, rank=r)
+          for r, d in ((5, 1.0), (6, 2.0), (0, 3.0), (7, 10.0))),
+    ])
+    assert_points(rank_points(points(side, t)), {
+        0: (100.0, {"timing_rank_spread": 2.0, "timing_slowest_rank": 2.0}),  # 6 / 3
+        1: (114.0, {"timing_rank_spread": 1.0, "timing_slowest_rank": 0.0}),
+        4: (150.0, {"timing_rank_spread": 4.0, "timing_slowest_rank": 7.0}),
     })
 
 
@@ -293,7 +340,9 @@ def test_weight_sync_series(side: str) -> None:
         1: (12.0, {"timing_step_active": 2.0, "timing_weight_broadcast_total": 2.0,
                    "timing_weight_broadcast_microbatch_mean": 3.5 / 3,
                    "timing_weight_sync_trainer_total": 2.0,
-                   "timing_weight_sync_inference_total": 3.5}),  # 14 − 10.5
+                   "timing_weight_sync_inference_total": 3.5,  # 14 − 10.5
+                   "timing_rank_spread": 2.0 / 1.75,  # ranks 1.5 and 2: median 1.75
+                   "timing_slowest_rank": 1.0}),
         2: (22.0, {"timing_weight_sync_inference_total": 2.0}),  # 22 − 20
     })
 
@@ -524,7 +573,8 @@ def test_random_runs_have_every_kind_of_point() -> None:
     for key in ("timing_step_total", "timing_waiting_for_data", "timing_microbatch_count",
                 "timing_train_step/forward_total", "timing_weight_sync_trainer_total",
                 "timing_weight_sync_inference_total", "timing_generation_canceled_pct",
-                "timing_avg_compute_reward_time", "timing_idle_pct", "timing_step_microbatch_mean"):
+                "timing_avg_compute_reward_time", "timing_idle_pct", "timing_step_microbatch_mean",
+                "timing_rank_spread", "timing_slowest_rank"):
         assert key in keys, key
 
 

@@ -13,6 +13,7 @@ import { buildComposedFigure } from './composed.js';
 import { attachCursor } from './cursor.js';
 import { legendParts, legendSignature, RunLegend } from './legend.js';
 import { chartBadge, normalizes } from './normalized.js';
+import { originOf, showOrigin } from './origin.js';
 import { chartDefaults, settingBadges } from './prefs.js';
 import { describe, tooltip } from '../core/registry.js';
 import { escapePlotly, safeFilename, toCSV } from '../core/text.js';
@@ -60,9 +61,11 @@ export class Chart {
     const label = this.family ? familyTitle(e) : e.label || e.key;
     // A categorical key is a state strip: no EMA, outliers, log y or band, so no settings.
     this.categorical = Boolean(e.categorical);
-    // A registered step key gets its human title and a "?" with what it means; others keep the key.
-    const info = e.kind === 'step' ? describe(e.key) : null;
-    this.title = h('h4', { class: 'chart-title', title: e.kind === 'step' ? e.key : `${e.key} · ${e.stat ?? ''}` },
+    // A registered step key (or a derived timing_* series of its name) gets its human title and
+    // a "?" with what it means; others keep the key.
+    const keyed = e.kind === 'step' || e.kind === 'timeline';
+    const info = keyed ? describe(e.key) : null;
+    this.title = h('h4', { class: 'chart-title', title: keyed ? e.key : `${e.key} · ${e.stat ?? ''}` },
       info ? info.title : label);
     const help = info ? h('span', { class: 'chart-help', tabindex: '0', role: 'img', title: tooltip(e.key, info),
       'aria-label': `About ${info.title}: ${info.description}`, dataset: { help: e.key } }, '?') : null;
@@ -95,6 +98,7 @@ export class Chart {
     this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, help, tools),
       this.badges, this.badge, this.legendBar, this.runLegend?.el, this.plot, this.legend, this.note);
     this.el.chart = this;
+    showOrigin(this, originOf(e)); // "derived" on a series computed from the run's events
     this.el.addEventListener('fullscreenchange', () => this.rendered && window.Plotly.Plots.resize(this.plot));
     this.updateNote(null);
     this.updateSettingBadges();

@@ -122,6 +122,32 @@ const RULES = {
     const f = finitePoints(main);
     return f.value.length && f.value.at(-1) > hint.threshold ? { step: f.step.at(-1), value: f.value.at(-1) } : null;
   },
+  /**
+   * Above `threshold` at each of the last `window` steps: the value, or with a ref `of` its
+   * share of that ref at the same step (steps where `of` is not above 0 left out). What it
+   * found is the last of those steps: its value, `of` and the share in % (`pct`), and each
+   * other ref's value at that step (the evidence, e.g. which rank; `?` when it has none).
+   */
+  'sustained-above'(hint, main, refs) {
+    if (hint.refs?.of && !refs.of) return null;
+    const of = refs.of ? byStep(refs.of) : null;
+    const f = finitePoints(main);
+    const rows = [];
+    for (let i = 0; i < f.step.length; i++) {
+      const base = of ? of.get(f.step[i]) : 1;
+      if (base > 0) rows.push({ step: f.step[i], value: f.value[i], base, share: f.value[i] / base });
+    }
+    const last = rows.slice(-hint.window);
+    if (last.length < hint.window || !last.every((r) => r.share > hint.threshold)) return null;
+    const at = last.at(-1);
+    const found = { step: at.step, value: at.value, window: hint.window };
+    if (of) Object.assign(found, { of: at.base, pct: 100 * at.share });
+    for (const [name, ref] of Object.entries(refs)) {
+      if (name !== 'of') found[name] = byStep(ref).get(at.step) ?? '?';
+    }
+    for (const name of Object.keys(hint.refs ?? {})) found[name] ??= '?';
+    return found;
+  },
   /** Any value equal to `value` (a categorical key's string too). */
   equals(hint, main) {
     let count = 0;
@@ -200,15 +226,27 @@ function runConfig(store, chart) {
   return c.value;
 }
 
-/** The series id of a step key in a run's catalog (null when the run never logged it). */
-function stepId(store, key) {
-  for (const e of store.catalog.values()) if (e.kind === 'step' && e.key === key && !e.normalized) return e.id;
-  return null;
+/** Kinds whose keys the registry describes: trainer step keys and the derived `timing_*` series. */
+const HINTED_KINDS = new Set(['step', 'timeline']);
+
+/**
+ * The series id of a key in a run's catalog, null when the run has none: of the chart's own
+ * kind first, so that a trainer's `timing_*` key and the series derived from the events (kind
+ * `timeline`, same name) each read their own, and either reads the other's when it lacks one.
+ */
+function seriesIdOf(store, key, kind) {
+  let other = null;
+  for (const e of store.catalog.values()) {
+    if (e.key !== key || e.normalized || !HINTED_KINDS.has(e.kind)) continue;
+    if (e.kind === kind) return e.id;
+    other ??= e.id;
+  }
+  return other;
 }
 
 function state(chart) {
   if (!chart.health) {
-    chart.health = { hints: chart.entry.kind === 'step' ? hintsFor(chart.entry.key) : [], sig: null, mark: null };
+    chart.health = { hints: HINTED_KINDS.has(chart.entry.kind) ? hintsFor(chart.entry.key) : [], sig: null, mark: null };
   }
   return chart.health;
 }
@@ -221,7 +259,7 @@ function check(chart) {
   const series = {};
   let loading = false;
   for (const key of new Set(st.hints.flatMap(hintKeys))) {
-    const sid = stepId(store, key);
+    const sid = seriesIdOf(store, key, chart.entry.kind);
     const rec = sid && store.series.get(sid);
     if (rec?.data) series[key] = rec.data;
     else if (sid && !rec?.missing && (!st.asked?.has(sid) || chart.page.loader.isPending(store, sid))) {

@@ -2,10 +2,11 @@
 // The All view: collapsible sections and groups of chart cards, built incrementally as catalog
 // entries arrive (snapshot, then live), kept in page order, filtered by the metric search.
 
-import { compareRanks, Placer } from '../core/catalog.js';
+import { chartGroup, compareRanks, isTimelineKey, Placer } from '../core/catalog.js';
 import { Chart } from './chart.js';
 import { anyNonZero, familyKey, isQuality, primaryOf, QUALITY_SECTION } from './compose.js';
 import { h } from '../core/dom.js';
+import { originOf, showOrigin } from './origin.js';
 import { loadCollapsed, saveCollapsed } from './prefs.js';
 
 function insertSorted(parent, list, item) {
@@ -27,6 +28,7 @@ export class AllView {
     this.families = new Map(); // compose.familyKey -> Chart
     this.bySeries = new Map(); // any raw series id a chart draws -> Chart
     this.quality = new Set(); // the Data quality section's charts
+    this.timing = new Map(); // a timing_* key -> its charts (the trainer's, the derived one)
     this.collapsed = loadCollapsed();
     /** @type {import('../core/text.js').Search} */
     this.filter = { test: () => true };
@@ -59,7 +61,7 @@ export class AllView {
       // Environments share the chart, so groups are never split by env; a derived section's
       // group was its metric's statistics, now one chart: the section is one grid instead.
       const where = quality ? { ...entry, env: null, section: QUALITY_SECTION, group: entry.section }
-        : { ...entry, env: null, group: entry.kind === 'step' ? entry.group : null };
+        : { ...entry, env: null, group: chartGroup(entry) };
       const place = this.placer.place(where);
       const group = this.group(this.section(place), place);
       const chart = new Chart(entry, this.page, fk);
@@ -69,6 +71,7 @@ export class AllView {
       this.families.set(fk, chart);
       this.bySeries.set(entry.id, chart);
       if (quality) this.quality.add(chart);
+      if (isTimelineKey(entry)) this.pairTiming(chart);
       insertSorted(group.grid, group.charts, { rank: place.chartRank, el: chart.el, chart });
       chart.el.hidden = !this.matches(chart);
       made.push(chart);
@@ -92,6 +95,18 @@ export class AllView {
     const title = chart.title.textContent;
     if (f.test(chart.entry) || f.test({ key: title, label: title })) return true;
     return chart.familyEntries().some((e) => f.test(e));
+  }
+
+  /**
+   * A timing key is drawn twice when the trainer logs it and the server derives it from the
+   * events: the trainer's chart then says "logged" beside the "derived" one (charts/origin.js).
+   */
+  pairTiming(chart) {
+    const charts = this.timing.get(chart.entry.key) ?? [];
+    charts.push(chart);
+    this.timing.set(chart.entry.key, charts);
+    const derived = charts.some((c) => c.entry.kind === 'timeline');
+    for (const c of charts) showOrigin(c, originOf(c.entry, derived));
   }
 
   /** The chart that draws raw series `sid` (null when none). */

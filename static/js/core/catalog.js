@@ -8,11 +8,30 @@ export const FIXED_SECTIONS = [
   'Timeline', 'Ranges', 'Data quality',
 ];
 
+/**
+ * The Timeline section's groups in page order (the server names them: ingest/core/series_ids.py
+ * timing_group); a group not listed comes after them, by arrival.
+ */
+export const TIMELINE_GROUPS = ['Full step', 'Per microbatch', 'Ranks', 'Weight sync', 'Inference'];
+
 const STAT_ORDER = ['mean', 'std', 'min', 'max', 'gini_mean', 'count'];
 
-function isTimelineKey(entry) {
+/**
+ * A series of the Timeline section: a `timing_*` series derived from the run's events (kind
+ * `timeline`) or a trainer's own `timing_*` step key of the same grammar.
+ */
+export function isTimelineKey(entry) {
+  if (entry.kind === 'timeline') return true;
   return entry.kind === 'step' && entry.section === 'Timeline' && entry.key.startsWith('timing_')
     && !entry.key.includes('/');
+}
+
+/**
+ * The group an entry's chart is placed in: a trainer key's and a timeline series' own; a
+ * derived family's group names its metric's statistics, drawn as one chart: no group.
+ */
+export function chartGroup(entry) {
+  return entry.kind === 'step' || entry.kind === 'timeline' ? entry.group ?? null : null;
 }
 
 /**
@@ -61,13 +80,23 @@ export function compareRanks(a, b) {
   return cmp(a, b);
 }
 
-/** Order of groups in a section: the group's first appearance, overall before environments. */
+/**
+ * Order of groups in a section: the group's first appearance, overall before environments;
+ * the Timeline section's known groups first, in TIMELINE_GROUPS order.
+ */
 export function groupRank(entry, firstSeen) {
-  return [firstSeen, entry.env ? 1 : 0, entry.env ?? ''];
+  const fixed = isTimelineKey(entry) ? TIMELINE_GROUPS.indexOf(entry.group) : -1;
+  const at = isTimelineKey(entry) ? (fixed < 0 ? TIMELINE_GROUPS.length + firstSeen : fixed) : firstSeen;
+  return [at, entry.env ? 1 : 0, entry.env ?? ''];
 }
 
-/** Order of charts in a group: known statistics first (mean, std, min, max, …), then arrival. */
-export function chartRank(entry, arrival) {
+/**
+ * Order of charts in a group: known statistics first (mean, std, min, max, …), then arrival.
+ * A timing key's two charts (the trainer's, then the derived one) sit together, at the first
+ * arrival of the key (`keyArrival`).
+ */
+export function chartRank(entry, arrival, keyArrival = arrival) {
+  if (isTimelineKey(entry)) return [statRank(entry.stat), keyArrival, entry.kind === 'timeline' ? 1 : 0];
   return [statRank(entry.stat), arrival];
 }
 
@@ -80,6 +109,7 @@ export class Placer {
   constructor() {
     this.sectionsSeen = new Map();
     this.groupsSeen = new Map();
+    this.keysSeen = new Map(); // a timing key -> its first arrival
     this.arrival = 0;
   }
 
@@ -95,6 +125,8 @@ export class Placer {
     if (!this.sectionsSeen.has(sk)) this.sectionsSeen.set(sk, this.sectionsSeen.size);
     const gname = `${sk}\u0000${entry.group ?? ''}`;
     if (!this.groupsSeen.has(gname)) this.groupsSeen.set(gname, this.groupsSeen.size);
+    const arrival = this.arrival++;
+    if (isTimelineKey(entry) && !this.keysSeen.has(entry.key)) this.keysSeen.set(entry.key, arrival);
     return {
       sectionKey: sk,
       sectionTitle: entry.section,
@@ -102,7 +134,7 @@ export class Placer {
       groupKey: groupKey(entry),
       groupTitle: groupTitle(entry),
       groupRank: groupRank(entry, this.groupsSeen.get(gname)),
-      chartRank: chartRank(entry, this.arrival++),
+      chartRank: chartRank(entry, arrival, this.keysSeen.get(entry.key) ?? arrival),
     };
   }
 }
@@ -133,10 +165,10 @@ export function layout(entries) {
   }));
 }
 
-/** Timing charts ignore the (compilation-slow) first step by default. */
+/** Timing charts, the derived ones too, ignore the (compilation-slow) first step by default. */
 export function isTiming(entry) {
-  if (entry.kind !== 'step') return false;
-  return isTimelineKey(entry) || entry.key.startsWith('timing/') || entry.key.startsWith('timing_');
+  if (isTimelineKey(entry)) return true;
+  return entry.kind === 'step' && (entry.key.startsWith('timing/') || entry.key.startsWith('timing_'));
 }
 
 /** Key shared by a mean series and the std series of the same kind, key and environment. */

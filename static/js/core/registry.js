@@ -13,7 +13,7 @@
 // lists its allowed values with their words, else any `[A-Za-z0-9_]+` is taken as written.
 //
 // Hints: {rule, ...parameters, message}. Rules (charts/health.js): `nonzero-when-config`,
-// `near-zero`, `ratio-with-jump`, `increases`, `last-above`, `equals`, `trend`. `refs` name the
+// `near-zero`, `ratio-with-jump`, `increases`, `last-above`, `sustained-above`, `equals`, `trend`. `refs` name the
 // other keys a rule reads, as leaves resolved under the key's own phase (`train/kl_max` reads
 // `train/kl_mean`). `{word}` in a message is filled with what the rule found.
 
@@ -34,9 +34,18 @@ const OPS = {
   forward: 'Forward pass', backward: 'Backward pass', loss_computation: 'Loss computation',
   compute_kl: 'KL computation', compute_entropy: 'Entropy computation', data_to_device: 'Data to device',
   prepare_tensors: 'Tensor preparation', weight_sync_trainer: 'Weight sync (trainer)',
-  weight_sync_inference: 'Weight sync (inference)',
+  weight_sync_inference: 'Weight sync (inference)', optimizer_step: 'Optimizer step', weight_broadcast: 'Weight broadcast',
 };
 const MICRO_OPS = { step: 'Training step', ...OPS, step_active: 'Active step', waiting_for_data: 'Waiting for data' };
+/** Statuses of the inference window's shares: `timing_generation_<status>_pct`, `timing_compute_reward_<status>_pct`. */
+const GEN_STATUSES = { normal: 'normal', discarded: 'discarded', canceled: 'canceled', all: 'all statuses' };
+const REWARD_STATUSES = { normal: 'normal', discarded: 'discarded', all: 'all statuses' };
+const WINDOW = 'per inference window (between two save_batch events)';
+/** A share of the training step above `threshold` at each of the last 3 steps that have both. */
+const SHARE_OF_STEP = (threshold, message) => ({ rule: 'sustained-above', threshold, window: 3,
+  refs: { of: 'timing_step_total' }, message });
+const WEIGHT_SYNC_SLOW = SHARE_OF_STEP(0.25, 'Weight sync took {pct}% of step {step} ({value} s of {of} s), over 25% '
+  + 'at each of the last {window} steps with one: the trainer and inference stall on it; sync less often or faster');
 const SIDES = { pol_w: 'policy, winner', ref_w: 'reference, winner', pol_l: 'policy, loser', ref_l: 'reference, loser' };
 
 const N_MINI_ZERO = {
@@ -68,9 +77,39 @@ export const RECORDS = [
   { key: 'timing_step_active', title: 'Active step', unit: 's', aggregation: 'per step',
     description: 'Time of the step spent working, i.e. without waiting for data' },
   { key: 'timing_waiting_for_data', title: 'Waiting for data', unit: 's', aggregation: 'per step',
+    hints: [SHARE_OF_STEP(0.5, 'Waiting for data {pct}% of step {step} ({value} s of {of} s), over half of each '
+      + 'of the last {window} steps: the trainer idles while inference generates; inference is the bottleneck')],
     description: 'Time the trainer waited for rollout data' },
+  { key: 'timing_weight_sync_trainer_total', title: 'Weight sync (trainer)', unit: 's', aggregation: 'per step',
+    hints: [WEIGHT_SYNC_SLOW], description: 'Total time spent on weight sync (trainer) in one training step' },
+  { key: 'timing_weight_sync_inference_total', title: 'Weight sync (inference)', unit: 's', aggregation: 'per step',
+    hints: [WEIGHT_SYNC_SLOW], description: 'Total time spent on weight sync (inference) in one training step' },
   { key: 'timing_{op}_total', vars: { op: OPS }, title: '{op}', unit: 's', aggregation: 'per step',
     description: 'Total time spent on {op:lower} in one training step' },
+  { key: 'timing_microbatch_count', title: 'Microbatches', unit: 'microbatches', aggregation: 'most on one rank',
+    description: 'Forward passes of the step on its busiest rank: how many microbatches it was cut into' },
+  { key: 'timing_rank_spread', title: 'Rank spread (slowest / median)', unit: 'ratio', aggregation: 'per step, over ranks',
+    hints: [{ rule: 'sustained-above', threshold: 1.5, window: 3, refs: { rank: 'timing_slowest_rank' },
+      message: 'Rank {rank} is a straggler: it worked {value}× the median rank\u2019s time at step {step}, over 1.5× '
+        + 'at each of the last {window} steps: every other rank waits for it at each collective' }],
+    description: 'The busiest rank\u2019s working time in the step over the median rank\u2019s: 1 when the ranks are even' },
+  { key: 'timing_slowest_rank', title: 'Slowest rank', unit: 'rank', aggregation: 'per step',
+    description: 'The rank that worked longest in the step (the lowest one on ties): the one the others waited for' },
+  { key: 'timing_generation_{status}_pct', vars: { status: GEN_STATUSES }, title: 'Generating ({status})', unit: '%',
+    aggregation: WINDOW, description: 'Share of the inference lanes\u2019 time in the step\u2019s window spent on generations ({status})' },
+  { key: 'timing_compute_reward_{status}_pct', vars: { status: REWARD_STATUSES }, title: 'Computing rewards ({status})',
+    unit: '%', aggregation: WINDOW,
+    description: 'Share of the inference lanes\u2019 time in the step\u2019s window spent computing rewards ({status}, canceled left out)' },
+  { key: 'timing_idle_pct', title: 'Inference idle', unit: '%', aggregation: WINDOW,
+    hints: [{ rule: 'sustained-above', threshold: 50, window: 3,
+      message: 'Inference idle {value}% of the window of step {step}, over 50% in each of the last {window} steps: '
+        + 'the lanes wait for the trainer (a slow step or weight sync, or more lanes than it can feed)' }],
+    description: 'Share of the inference lanes\u2019 time in the step\u2019s window spent neither generating nor computing rewards' },
+  { key: 'timing_avg_inference_time', title: 'Generation time (mean)', unit: 's', aggregation: 'mean over the window\u2019s generations',
+    description: 'Mean duration of the generations that ended in the step\u2019s window (canceled ones left out)' },
+  { key: 'timing_avg_compute_reward_time', title: 'Reward computation time (mean)', unit: 's',
+    aggregation: 'mean over the window\u2019s reward computations',
+    description: 'Mean duration of the reward computations that ended in the step\u2019s window (canceled and empty ones left out)' },
   { key: 'timing_{op}_microbatch_mean', vars: { op: MICRO_OPS }, title: '{op} (per microbatch)', unit: 's',
     aggregation: 'mean over microbatches', description: 'Time of {op:lower}, averaged over the step\u2019s microbatches' },
   // Key naming examples of the Telescope docs and the design
