@@ -168,6 +168,18 @@ def test_numpy_scalars_are_plain_values_and_odd_labels_are_left_out(client: Clie
         "events: sample_id": 1, "events: group_id": 1, "events: server": 1}
 
 
+def test_copy_columns_protects_event_columns_changed_in_place(tmp_path: Path) -> None:
+    c = offline(tmp_path, copy_columns=True)
+    try:
+        start, ranks = [100.0, 101.0], np.array([0, 1])
+        c.log_events(name="forward", start=start, rank=ranks)
+        start[0], ranks[:] = -1.0, 7  # before the recorder read them
+        [msg] = of_type(c, "events")
+        assert msg["start"] == [100.0, 101.0] and column([msg], "rank") == [0, 1]
+    finally:
+        c.close(timeout=0.1)
+
+
 def test_spans_after_close_are_counted_not_stored(tmp_path: Path) -> None:
     c = offline(tmp_path)
     c.close(timeout=0.1)

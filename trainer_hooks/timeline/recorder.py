@@ -80,7 +80,10 @@ class TimelineRecorder:
     def _spans_full(self) -> None:
         self._wake_up()
         if len(self.spans) >= BACKLOG * self.max_rows:
-            self.drain()
+            try:
+                self.drain()
+            except Exception as exc:  # noqa: BLE001 - never into the caller's block
+                self._problems.failed("timeline", exc)
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Stop the flushing thread after a last drain; what is buffered is sent."""

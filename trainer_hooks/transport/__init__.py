@@ -11,6 +11,8 @@ seals what is logged into a durable outbox and streams it to the server.
 - `sealer`: call queue → validated, sealed messages in the outbox, with `samples` (one
   `log_samples` call → columns), `batching` (columns → samples messages) and `resume`
   (samples stored once across a resume).
+- `timeline`: the client's `span`, `log_events`, `log_gauges` and `attach`, over the buffers of
+  `trainer_hooks.timeline` (their messages enter the call queue as control messages).
 - `connection`: outbox → server (batch frames, acks, reconnects, close codes).
 - `outbox`: the durable outbox (SQLite per server, token and run name).
 - `spooled`: what an outbox file holds, read without changing it (pending messages by type,

@@ -104,7 +104,6 @@ import orjson
 from trainer_hooks.rewards.ranges import environment_declarations
 from trainer_hooks.rewards.recorder import RewardRecorder
 from trainer_hooks.timeline.recorder import TimelineRecorder
-from trainer_hooks.timeline.spans import Rows, Span
 from trainer_hooks.transport import exits
 from trainer_hooks.transport.bookkeeping import STAT_NAMES, Bookkeeping
 from trainer_hooks.transport.engine import SenderEngine
@@ -125,7 +124,12 @@ from trainer_hooks.transport.queue import (
 from trainer_hooks.transport.run import RunTarget, ingest_url
 from trainer_hooks.transport.samples import TEXT_PICKS, PerGroup
 from trainer_hooks.transport.sync import undelivered
-from trainer_hooks.transport.timeline import SYSTEM_METRICS_INTERVAL, Stoppable, TimelineBooks
+from trainer_hooks.transport.timeline import (
+    SYSTEM_METRICS_INTERVAL,
+    Stoppable,
+    TimelineBooks,
+    TimelineCalls,
+)
 from trainer_hooks.wire.protocol import TEXT_COLUMNS, check_key
 
 log = logging.getLogger("trainer_hooks.sender")
@@ -180,8 +184,9 @@ def _copied_samples(call: SamplesCall) -> SamplesCall:
     return copied._replace(metrics={k: _copy(v) for k, v in call.metrics.items()})
 
 
-class Client:
-    """A connection to one run. `log_*` are safe to call from any thread."""
+class Client(TimelineCalls):
+    """A connection to one run. `log_*` and `span` are safe to call from any thread (spans,
+    events and gauges: `transport.timeline.TimelineCalls`)."""
 
     def __init__(self, url: str, token: str, run: str, *, config: dict[str, Any] | None,
                  environments: Any, options: SenderOptions, resume: bool = False,
@@ -216,7 +221,7 @@ class Client:
                                         name=f"telescope-sender[{run}]")
         self._thread.start()
         self._engine.started.wait(30)
-        self._timeline = TimelineRecorder(self._put_message, TimelineBooks(self._books),
+        self._timeline = TimelineRecorder(self._put_control, TimelineBooks(self._books),
                                           lists_for_nulls=options.encoding == "json",
                                           label=run)
         self._spans = self._timeline.spans
@@ -285,63 +290,6 @@ class Client:
         if values is None:
             return None
         return PerGroup(values, self._per_group, self.options.text_pick)
-
-    def span(self, name: str, *, source: str = "trainer", step: int | None = None,
-             rank: int | None = None, server: str | int | None = None,
-             slot: int | None = None, status: str | None = None, tokens: int | None = None,
-             sample_id: str | int | None = None, group_id: str | int | None = None) -> Span:
-        """A context manager timing its block as one span of the `events` columns (unix
-        seconds from time.time()); set fields inside it (`sp.tokens = n`). A block that raises
-        still records its span. Never raises; checked on the flushing thread."""
-        rows = self._spans if not self._closed else self._closed_rows()
-        return Span(rows, name, source, step, rank, server, slot, status, tokens, sample_id,
-                    group_id)
-
-    def log_events(self, *, name: Any, start: Any, end: Any = None, source: Any = None,
-                   step: Any = None, rank: Any = None, server: Any = None, slot: Any = None,
-                   status: Any = None, tokens: Any = None, sample_id: Any = None,
-                   group_id: Any = None) -> None:
-        """Queue spans (or instants: no `end`) already timed, columnar: lists, arrays or
-        tensors of one length N, or one value for all (`source="inference"`). Never raises."""
-        self._buffer(self._timeline.event_calls, (
-            name, start, end, source, step, rank, server, slot, status, tokens, sample_id,
-            group_id))
-
-    def log_gauges(self, *, name: Any, value: Any, time: Any = None, host: Any = None,
-                   device: Any = None) -> None:
-        """Queue time-series points, columnar like `log_events` (`time` default: now; `host`
-        a string, `device` a string or an int). Never raises."""
-        self._buffer(self._timeline.gauge_calls,
-                     (_now() if time is None else time, name, value, host, device))
-
-    def attach(self, worker: Stoppable) -> None:
-        """A background producer of this client's gauges or events (`SystemSampler`,
-        `watch_prometheus`): `close()` stops it first, then sends what it logged."""
-        self._attached.append(worker)
-
-    def _buffer(self, rows: Rows, call: tuple[Any, ...]) -> None:
-        if self._closed:
-            rows = self._closed_rows()
-        elif self._copy_columns:
-            call = tuple(map(_copy, call))
-        rows.append(call)
-        if len(rows) >= rows.limit:
-            rows.full()
-
-    def _closed_rows(self) -> Rows:
-        """Where spans and events logged after close() go: counted and named, not stored."""
-        def dropped() -> None:
-            n = len(rows)
-            del rows[:n]
-            self._books.count("dropped_closed", n)
-            self.ledger.add("closed", "spans, events or gauges", n, "logged after close()")
-            self._books.warn_once("closed", "telescope: a log call after close() is not "
-                                  "stored (counted in stats)")
-        rows = Rows(0, dropped)
-        return rows
-
-    def _put_message(self, message: dict[str, Any]) -> None:
-        self._put(ControlCall(message))
 
     def declare_ranges(self, environments: Any) -> None:
         """Replace the run's environment declarations (a YAML path, dicts or env classes)."""
@@ -518,6 +466,13 @@ class Client:
             self._engine.kick()
             calls.room.wait(0.05)
         return True
+
+    def _snapshot(self, call: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(map(_copy, call)) if self._copy_columns else call
+
+    def _put_control(self, message: dict[str, Any]) -> None:
+        """A message sent as it is (the timeline's events and gauges)."""
+        self._put(ControlCall(message))
 
     def _caller_problem(self, where: str, exc: Exception) -> None:
         self._books.count("invalid_calls")
