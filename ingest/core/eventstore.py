@@ -330,13 +330,16 @@ def _labels(values: list[Any], codes: np.ndarray | None, n: int = 0) -> list[Any
         used, local = np.unique(codes, return_inverse=True)
         table = np.empty(used.size, dtype=object)
         table[:] = [None if c < 0 else values[c] for c in used.tolist()]
-        return table[local].tolist()
+        few: list[Any] = table[local].tolist()
+        return few
     table = np.empty(len(values) + 1, dtype=object)  # code -1 (null) takes the last: None
     table[:-1] = values
-    return table[np.asarray(codes, dtype=np.intp)].tolist()
+    out: list[Any] = table[np.asarray(codes, dtype=np.intp)].tolist()
+    return out
 
 
 def _nullable(col: np.ndarray, null: np.ndarray) -> list[Any]:
     out = col.astype(object)
     out[null] = None
-    return out.tolist()
+    listed: list[Any] = out.tolist()
+    return listed

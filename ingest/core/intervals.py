@@ -50,9 +50,8 @@ def label_mask(values: Sequence[object], codes: np.ndarray, wanted: object) -> n
     hits = [i for i, v in enumerate(values) if v == wanted and type(v) is type(wanted)]
     if not hits:
         return np.zeros(np.shape(codes), dtype=bool)
-    if len(hits) == 1:
-        return np.asarray(codes) == hits[0]
-    return np.isin(codes, hits)
+    mask: np.ndarray = np.asarray(codes) == hits[0] if len(hits) == 1 else np.isin(codes, hits)
+    return mask
 
 
 def distinct_pairs(a: np.ndarray, b: np.ndarray) -> int:

@@ -174,7 +174,8 @@ class _View:
     def named(self, name: str) -> np.ndarray:
         if name not in self.names:
             return np.zeros(self.ev.n, dtype=bool)
-        return self.name == self.names.index(name)
+        mask: np.ndarray = self.name == self.names.index(name)
+        return mask
 
     def training_loop_start(self) -> float:
         at = self.ev.start[self.named("training_loop_start") & ~self.span]

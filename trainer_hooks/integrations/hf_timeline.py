@@ -35,6 +35,7 @@ the device (a `.item()`, a collective).
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import logging
 import sys
@@ -352,8 +353,8 @@ def _patch_profiling(trainer_class: type) -> None:
     and the modules of `trainer_class`'s bases (a user's subclass)."""
     module = sys.modules.get("trl.extras.profiling")
     if module is None:
-        try:
-            import trl.extras.profiling as module  # noqa: PLC0415 - only when TRL is there
+        try:  # (only when TRL is there)
+            module = importlib.import_module("trl.extras.profiling")
         except ImportError:
             return
     original = vars(module).get("profiling_context")
