@@ -1,8 +1,9 @@
 """The Metrics page's Timeline section in Chromium, fed events through the real HTTP ingest: the
 `timing_*` series the server derives from them (catalog kind `timeline`) are charted in their
-groups with the registry's titles and a "derived" badge, a run with nothing but events gets the
-section, a straggler rank fires its health hint naming the rank, and a trainer's own key of the
-same name, arriving live, is drawn beside the derived one and badged "logged"."""
+groups with the registry's titles and a "derived" badge (the parts of one question in one chart:
+charts/compose.js timelinePart), a run with nothing but events gets the section, a straggler
+rank fires its health hint naming the rank, and a trainer's own key of a derived series' name,
+arriving live, is drawn just before the derived chart drawing it and badged "logged"."""
 
 from __future__ import annotations
 
@@ -57,22 +58,24 @@ def test_derived_series_fill_the_timeline_section_with_badges_and_a_straggler_hi
     assert spread["series"][derived("timing_rank_spread")]["value"] == [3.0] * len(STEPS)
 
     open_metrics(page, dashboard, run)
-    wait_chart(page, derived("timing_step_active"))
+    wait_chart(page, derived("timing_step_total"))  # with timing_step_active and waiting
     assert section_titles(page) == ["Timeline"]
     groups = page.eval_on_selector_all(
         "[data-section='fixed:Timeline'] .group-title", "els => els.map(e => e.textContent)")
     assert groups == ["Full step", "Per microbatch", "Ranks", "Weight sync", "Inference"]
 
     # Titled by the registry, as a trainer's key of the same name would be, and badged.
-    active = card(page, derived("timing_step_active"))
-    assert active.locator(".chart-title").text_content() == "Active step"
+    active = card(page, derived("timing_step_total"))
+    assert active.locator(".chart-title").text_content() == "Training step"
     badge = active.locator("[data-origin]")
     assert badge.text_content() == "derived"
     assert badge.get_attribute("data-origin") == "timeline"
     assert "events" in badge.get_attribute("title")
     shown = "els => els.filter(e => !e.hidden && e.textContent === 'derived').length"
-    assert page.eval_on_selector_all("[data-origin='timeline']", shown) == len(
-        {e["key"] for e in catalog})
+    page.wait_for_function(f"window.telescope.view.bySeries.size === {len(catalog)}")
+    charts = page.eval_on_selector_all("[data-section='fixed:Timeline'] .chart", "e => e.length")
+    assert page.eval_on_selector_all("[data-origin='timeline']", shown) == charts  # every one
+    assert charts < len(catalog)  # several series a chart
     idle = card(page, derived("timing_idle_pct"))
     assert idle.locator(".chart-title").text_content() == "Inference idle"
 
@@ -86,15 +89,15 @@ def test_derived_series_fill_the_timeline_section_with_badges_and_a_straggler_hi
     flag = page.locator("[data-section='fixed:Timeline'] [data-health-flag]")
     flag.wait_for(state="visible")
     assert "Rank spread (slowest / median): Rank 2 is a straggler" in flag.get_attribute("title")
-    # Weight sync is 0.5 s of 5-s steps, the trainer waits 1.5 s of them and inference idles
-    # 40% of each window: those hints stay quiet.
-    for key in ("timing_weight_sync_trainer_total", "timing_waiting_for_data", "timing_idle_pct"):
+    # Weight sync is 0.5 s of 5-s steps, the trainer waits 1.5 s of them (the step chart's
+    # hint) and inference idles 40% of each window: those hints stay quiet.
+    for key in ("timing_weight_sync_trainer_total", "timing_step_total", "timing_idle_pct"):
         quiet = card(page, derived(key)).and_(page.locator("[data-health-state='ok']"))
         quiet.wait_for(state="attached")
     assert flag.text_content() == "\u26a0 1"
 
-    # The trainer logs its own timing_step_active, live: a chart of its own beside the
-    # derived one, titled alike, told apart by the badges.
+    # The trainer logs its own timing_step_active, live: a chart of its own just before the
+    # derived chart drawing it, titled as the registry says, told apart by the badges.
     page.evaluate("window.__same_page = true; scrollTo(0, 0)")
     dashboard.post([step(run, s, {"timing_step_active": 2.5}) for s in STEPS])
     logged = series_id("step", "timing_step_active")
@@ -107,5 +110,5 @@ def test_derived_series_fill_the_timeline_section_with_badges_and_a_straggler_hi
     order = page.eval_on_selector_all(
         "[data-section='fixed:Timeline'] .group:first-of-type .chart .plot",
         "els => els.map(e => e.dataset.seriesId)")
-    assert order.index(logged) + 1 == order.index(derived("timing_step_active")), order
+    assert order.index(logged) + 1 == order.index(derived("timing_step_total")), order
     assert page.evaluate("window.__same_page") is True

@@ -8,7 +8,7 @@
 import { addonDrawn, addonTools } from './addons.js';
 import { getSeries, MAX_POINTS_LIMIT } from '../core/api.js';
 import { download, h, icon } from '../core/dom.js';
-import { familyTitle, offers, selectMembers, TWINNED_STATS } from './compose.js';
+import { familyHelp, familyTitle, offers, selectMembers, TWINNED_STATS } from './compose.js';
 import { buildComposedFigure } from './composed.js';
 import { attachCursor } from './cursor.js';
 import { legendParts, legendSignature, RunLegend } from './legend.js';
@@ -62,12 +62,14 @@ export class Chart {
     // A categorical key is a state strip: no EMA, outliers, log y or band, so no settings.
     this.categorical = Boolean(e.categorical);
     // A registered step key (or a derived timing_* series of its name) gets its human title and
-    // a "?" with what it means; others keep the key.
+    // a "?" with what it means; others keep the key. A timeline family's (charts/compose.js)
+    // names what its lines are.
     const keyed = e.kind === 'step' || e.kind === 'timeline';
-    const info = keyed ? describe(e.key) : null;
+    const info = this.family ? familyHelp(e) : keyed ? describe(e.key) : null;
+    const tip = info && (this.family ? info.tip : tooltip(e.key, info));
     this.title = h('h4', { class: 'chart-title', title: keyed ? e.key : `${e.key} · ${e.stat ?? ''}` },
       info ? info.title : label);
-    const help = info ? h('span', { class: 'chart-help', tabindex: '0', role: 'img', title: tooltip(e.key, info),
+    const help = info ? h('span', { class: 'chart-help', tabindex: '0', role: 'img', title: tip,
       'aria-label': `About ${info.title}: ${info.description}`, dataset: { help: e.key } }, '?') : null;
     this.settingsBtn = h('button', { type: 'button', class: 'tool', 'aria-expanded': 'false',
       'aria-label': `Settings of ${label}`, title: 'Chart settings', onclick: () => this.toggleSettings() }, icon('gear'));
@@ -178,8 +180,8 @@ export class Chart {
     if (this.family) {
       const members = this.members(store);
       const e = this.entry;
-      const main = members.find((m) => m.role === 'line' && m.entry.stat === e.stat && (m.entry.env ?? null) === (e.env ?? null))
-        ?? members.find((m) => m.role === 'line') ?? members[0];
+      const main = members.find((m) => m.role === 'line' && m.entry.key === e.key && m.entry.stat === e.stat
+        && (m.entry.env ?? null) === (e.env ?? null)) ?? members.find((m) => m.role === 'line') ?? members[0];
       return { main: main?.sid ?? null, std: null };
     }
     const band = this.settings.band ? this.page.stdIdFor(this.entry) : null;
@@ -477,11 +479,11 @@ export class Chart {
         const s = body.series[m.sid];
         if (!s) continue;
         for (let i = 0; i < s.step.length; i++) {
-          rows.push([store.info.name, m.entry.env ?? '', m.entry.stat ?? '', s.step[i], s.time[i], s.value[i]]);
+          rows.push([store.info.name, m.entry.key, m.entry.env ?? '', m.entry.stat ?? '', s.step[i], s.time[i], s.value[i]]);
         }
       }
     }
-    const csv = toCSV(['run', 'env', 'stat', 'step', 'time', 'value'], rows);
+    const csv = toCSV(['run', 'key', 'env', 'stat', 'step', 'time', 'value'], rows);
     const name = [this.entry.key, this.normalized() ? 'normalized' : null].filter(Boolean).join('_');
     download(new Blob([csv], { type: 'text/csv' }), safeFilename(name, 'csv'));
   }
@@ -490,7 +492,7 @@ export class Chart {
     if (!window.Plotly) return;
     const fig = this.figure();
     const theme = this.page.theme();
-    const title = [this.entry.label || this.entry.key, this.page.runs.map((s) => s.info.name).join(' vs ')].join(' — ');
+    const title = [this.title.textContent, this.page.runs.map((s) => s.info.name).join(' vs ')].join(' — ');
     const layout = { ...fig.layout, title: { text: escapePlotly(title), font: { size: 14 } },
       margin: { ...fig.layout.margin, t: 40 }, paper_bgcolor: theme.bg, plot_bgcolor: theme.bg };
     const url = await window.Plotly.toImage({ data: fig.data, layout }, { format: 'png', width: 1000, height: 500 });

@@ -2,7 +2,11 @@
 // Pure rules of composed charts (fewer, denser charts): which catalog entries share one chart of the All
 // view, the part each plays in it (mean line, ± std band, min/max envelope, stacked count, plain
 // line), which environments a chart offers, and which series are data-quality counters.
-// One chart per metric, not per statistic: the reader sees a distribution at a glance.
+// One chart per metric, not per statistic: the reader sees a distribution at a glance. The
+// derived timing series (kind `timeline`) compose by meaning instead: the parts of one question
+// (where the step went, how the lanes' time split) share a chart, one line per series.
+
+import { describe, tooltip } from '../core/registry.js';
 
 /** Statistics drawn together as one value: mean line, ± std band, min/max envelope. */
 const VALUE_STATS = new Set(['mean', 'std', 'min', 'max']);
@@ -15,6 +19,53 @@ export const QUALITY_SECTION = 'Data quality';
 /** Series with a normalized twin: a composed chart normalizes only when its primary stat has one. */
 export const TWINNED_STATS = new Set(['mean', 'std', 'min', 'max', 'gini_mean']);
 
+const STATUS_WORDS = { all: 'all statuses', normal: 'normal', discarded: 'discarded', canceled: 'canceled' };
+const shares = (prefix, statuses) => statuses.map((s) => [`timing_${prefix}_${s}_pct`, STATUS_WORDS[s]]);
+
+/**
+ * The derived timing series drawn as one chart (DESIGN "Where the time goes"): each family's
+ * keys with the words of their lines, in legend order, the first its primary. Besides these, a
+ * `timing_<op>_total` and its `timing_<op>_microbatch_mean` share a chart per op (timelinePart);
+ * any other derived key (inference idle, the complement of two of these charts; rank spread,
+ * slowest rank, microbatch count) is a chart alone.
+ */
+export const TIMELINE_FAMILIES = Object.freeze([
+  { family: 'step', title: 'Training step', parts: [['timing_step_total', 'whole step'],
+    ['timing_step_active', 'active'], ['timing_waiting_for_data', 'waiting for data']] },
+  { family: 'weight_sync', title: 'Weight sync', parts: [['timing_weight_sync_trainer_total', 'trainer'],
+    ['timing_weight_sync_inference_total', 'inference']] },
+  { family: 'mean_time', title: 'Time per call (mean)', parts: [
+    ['timing_avg_inference_time', 'generation'], ['timing_avg_compute_reward_time', 'reward computation']] },
+  { family: 'generation', title: 'Generating (% of lanes)',
+    parts: shares('generation', ['all', 'normal', 'discarded', 'canceled']) },
+  { family: 'compute_reward', title: 'Computing rewards (% of lanes)',
+    parts: shares('compute_reward', ['all', 'normal', 'discarded']) },
+]);
+
+const TIMELINE_PARTS = new Map(TIMELINE_FAMILIES.flatMap((f) => f.parts.map(([key, words], rank) =>
+  [key, { family: f.family, title: f.title, words, rank, keys: f.parts.map(([k]) => k) }])));
+const OP_PART = /^timing_(.+)_(total|microbatch_mean)$/;
+
+/**
+ * The composed chart a derived timing key is part of: {family, title, words (its line's), rank
+ * (0: the primary), keys (the family's, in legend order)}; null for a key drawn alone.
+ */
+export function timelinePart(key) {
+  const known = TIMELINE_PARTS.get(key);
+  if (known) return known;
+  const m = OP_PART.exec(key);
+  if (!m) return null;
+  const keys = [`timing_${m[1]}_total`, `timing_${m[1]}_microbatch_mean`];
+  const total = m[2] === 'total';
+  return { family: `op:${m[1]}`, title: describe(keys[0])?.title ?? `timing_${m[1]}`,
+    words: total ? 'step total (slowest rank)' : 'per microbatch', rank: total ? 0 : 1, keys };
+}
+
+/** The timeline part of an entry (kind `timeline` only: a trainer's own key keeps its chart). */
+function partOf(entry) {
+  return entry.kind === 'timeline' ? timelinePart(entry.key) : null;
+}
+
 export function isQuality(entry) {
   return entry.kind !== 'step' && QUALITY_STATS.has(entry.stat);
 }
@@ -24,6 +75,8 @@ export function isQuality(entry) {
  * filtered on it); a trainer step key keeps a chart of its own.
  */
 export function familyKey(entry) {
+  const part = partOf(entry);
+  if (part) return `${entry.kind}\u0000${part.family}\u0000composed`; // its keys span groups
   const base = `${entry.kind}\u0000${entry.key}\u0000${entry.group ?? ''}`;
   if (entry.kind === 'step') return `${base}\u0000${entry.id}`;
   if (isQuality(entry)) return `${base}\u0000q:${entry.stat}`;
@@ -48,17 +101,23 @@ const PRIMARY_ORDER = ['mean', 'count', 'at_min_pct'];
 
 function primaryRank(entry) {
   const i = PRIMARY_ORDER.indexOf(entry.stat);
-  return [entry.env === null || entry.env === undefined ? 0 : 1, roleOf(entry) === 'line' ? 0 : 1, i < 0 ? 9 : i];
+  return [entry.env === null || entry.env === undefined ? 0 : 1, roleOf(entry) === 'line' ? 0 : 1, i < 0 ? 9 : i,
+    partOf(entry)?.rank ?? 0];
 }
 
-/** The entry that names a chart (its data-series-id): the all-environment mean, or the best there is. */
+function before(a, b) {
+  const i = a.findIndex((v, k) => v !== b[k]);
+  return i >= 0 && a[i] < b[i];
+}
+
+/**
+ * The entry that names a chart (its data-series-id): the all-environment mean, or the best there
+ * is; of a timeline family, its first part present.
+ */
 export function primaryOf(entries) {
   let best = null;
   for (const e of entries) {
-    if (!best) { best = e; continue; }
-    const a = primaryRank(e);
-    const b = primaryRank(best);
-    if (a[0] < b[0] || (a[0] === b[0] && (a[1] < b[1] || (a[1] === b[1] && a[2] < b[2])))) best = e;
+    if (!best || before(primaryRank(e), primaryRank(best))) best = e;
   }
   return best;
 }
@@ -109,14 +168,56 @@ export function offers(entries) {
   return { band: roles.has('std'), envelope: roles.has('min') || roles.has('max') };
 }
 
-/** A chart's title: the metric, with the statistic when the chart is not its value family. */
+/**
+ * A chart's title: the metric, with the statistic when the chart is not its value family; a
+ * timeline family's own, a derived key alone the registry's (as a trainer's key of its name).
+ */
 export function familyTitle(primary) {
+  if (primary.kind === 'timeline') return partOf(primary)?.title ?? describe(primary.key)?.title ?? primary.key;
   if (primary.kind === 'step') return primary.label || primary.key;
   if (isQuality(primary)) return `${primary.key} ${primary.stat}`;
   if (primary.kind === 'groups') return 'groups';
   if (primary.kind === 'ranges') return `${primary.key} at its bounds (%)`;
   if (VALUE_STATS.has(primary.stat) || !primary.stat || primary.stat === primary.key) return primary.key;
   return `${primary.key} ${primary.stat}`;
+}
+
+/**
+ * The "?" of a chart named by `primary`: {title, description, tip} or null. A registered key's
+ * (a trainer's, or a derived series alone); a timeline family's lists each line's meaning.
+ */
+export function familyHelp(primary) {
+  const part = partOf(primary);
+  if (part) {
+    const lines = part.keys.map((key) => [key, describe(key)]).filter(([, info]) => info);
+    if (!lines.length) return null;
+    const units = [...new Set(lines.map(([, info]) => info.unit).filter(Boolean))];
+    const description = lines.map(([key, info]) => `${timelinePart(key)?.words}: ${info.description}`).join('\n');
+    const facts = [units.length ? `unit: ${units.join(', ')}` : '', `keys: ${part.keys.join(', ')}`];
+    return { title: part.title, description, tip: [description, ...facts].filter(Boolean).join('\n') };
+  }
+  const info = primary.kind === 'step' || primary.kind === 'timeline' ? describe(primary.key) : null;
+  return info && { title: info.title, description: info.description, tip: tooltip(primary.key, info) };
+}
+
+/** What names a line of a composed chart beside its run and env: a timeline part's words. */
+export function partWords(entry) {
+  return partOf(entry)?.words ?? null;
+}
+
+/** The legend order of a composed chart's lines of distinct series: a timeline part's rank. */
+export function partRank(entry) {
+  return partOf(entry)?.rank ?? 0;
+}
+
+/** The timeline parts among `entries` (every run's), in legend order: [{key, words, rank}]. */
+export function partsOf(entries) {
+  const seen = new Map();
+  for (const e of entries) {
+    const part = partOf(e);
+    if (part && !seen.has(e.key)) seen.set(e.key, { key: e.key, words: part.words, rank: part.rank });
+  }
+  return [...seen.values()].sort((a, b) => a.rank - b.rank);
 }
 
 /** Whether any loaded point of a data-quality series is non-zero (ignoring nulls). */

@@ -3,11 +3,13 @@
 // run, a line for each environment shown, the ± std band and min/max envelope of one of them,
 // or stacked counts, and a dot on the last point of each run's main line. Colour stays the
 // run's (overlaid runs must be told apart first); environments differ by dash, statistics by
-// dash and width. No DOM, no Plotly.
+// dash and width, the series of a timeline family (its parts) by dash, named by their words.
+// No DOM, no Plotly.
 
 import {
   baseLayout, lastPointTrace, lineTraces, polygon, prepareRun, referenceShapes, withAlpha, xOf, yAxisRange,
 } from './traces.js';
+import { partRank, partWords } from './compose.js';
 import { alignByStep, timeUnit } from './transforms.js';
 import { escapePlotly } from '../core/text.js';
 
@@ -23,21 +25,37 @@ export function envDash(env, envs) {
 /** SVG stroke-dasharray of each Plotly dash, for the legend's keys. */
 export const DASHARRAY = { solid: '', dot: '2,2', dash: '5,3', longdash: '9,3', dashdot: '5,2,1,2', longdashdot: '9,2,1,2' };
 
+/** Dash of a timeline family's line (charts/compose.js timelinePart): its primary solid. */
+export function partDash(rank) {
+  return rank > 0 ? DASHES[(rank - 1) % DASHES.length] : 'solid';
+}
+
 const envOf = (e) => e.env ?? null;
 
 function lineOrder(primary) {
+  const key = (m) => [m.entry.key === primary.key ? 0 : 1, partRank(m.entry), m.entry.stat === primary.stat ? 0 : 1,
+    envOf(m.entry) === null ? 0 : 1, m.entry.env ?? '', m.entry.stat ?? ''];
   return (a, b) => {
-    const ka = [a.entry.stat === primary.stat ? 0 : 1, envOf(a.entry) === null ? 0 : 1, a.entry.env ?? '', a.entry.stat ?? ''];
-    const kb = [b.entry.stat === primary.stat ? 0 : 1, envOf(b.entry) === null ? 0 : 1, b.entry.env ?? '', b.entry.stat ?? ''];
+    const ka = key(a);
+    const kb = key(b);
     for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i] < kb[i] ? -1 : 1;
     return 0;
   };
 }
 
-/** What a line is to the reader: the primary (`raw`, as a one-series chart), an env, a statistic. */
+/**
+ * What a line is to the reader: the primary (`raw`, as a one-series chart), another series of
+ * the chart's timeline family (`part`), an env, a statistic.
+ */
 function lineRole(entry, primary) {
+  if (entry.key !== primary.key) return 'part';
   if (entry.stat !== primary.stat) return 'stat';
   return envOf(entry) === envOf(primary) ? 'raw' : 'env';
+}
+
+function lineDash(entry, role, envs) {
+  if (partWords(entry)) return partDash(partRank(entry)); // as the legend's key of that part
+  return role === 'stat' ? 'dot' : envDash(envOf(entry), envs);
 }
 
 function envelope(p, run, lo, hi, page) {
@@ -124,9 +142,9 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
       all.push(p);
       const env = envOf(p.member);
       const role = lineRole(p.member, primary);
-      const label = [run.name, env ?? (envs.length ? 'all envs' : null), role === 'stat' ? p.member.stat : null]
-        .filter(Boolean).join(' · ');
-      const tag = `${env ?? ''}-${p.member.stat ?? ''}`;
+      const label = [run.name, env ?? (envs.length ? 'all envs' : null), role === 'stat' ? p.member.stat : null,
+        partWords(p.member)].filter(Boolean).join(' · ');
+      const tag = `${env ?? ''}-${p.member.stat ?? ''}${role === 'part' ? `-${p.member.key}` : ''}`;
       if (role === 'raw' || byEnv('min', env) || byEnv('max', env)) {
         const lo = byEnv('min', env);
         const hi = byEnv('max', env);
@@ -138,10 +156,11 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
           fills.push(env2);
         }
       }
-      const dash = role === 'stat' ? 'dot' : envDash(env, envs);
+      const dash = lineDash(p.member, role, envs);
+      const keyed = partWords(p.member) ? { key: p.member.key } : {}; // which series of its family
       const x = xOf(p, page, unit, p.step, p.time);
       for (const t of lineTraces(p, x, page)) {
-        t.meta = { ...t.meta, env, stat: p.member.stat };
+        t.meta = { ...t.meta, env, stat: p.member.stat, ...keyed };
         if (t.meta.role === 'raw' && role !== 'raw') t.meta.role = role;
         if (t.meta.role === 'band' || t.meta.role === 'extremes') {
           if (role !== 'raw') t.fillcolor = withAlpha(run.color, 0.1);
@@ -153,7 +172,7 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
         (t.fill ? fills : lines).push(t);
       }
       const dot = i === 0 ? lastPointTrace(p, x, theme) : null; // the run's main line only
-      if (dot) dots.push(Object.assign(dot, { meta: { ...dot.meta, env, stat: p.member.stat } }));
+      if (dot) dots.push(Object.assign(dot, { meta: { ...dot.meta, env, stat: p.member.stat, ...keyed } }));
     });
   }
   const data = fills.concat(lines, dots);

@@ -21,19 +21,27 @@ export const HEADLINES = [
   { name: 'informative', title: 'Informative groups', key: 'groups', match: overall('groups', 'groups', 'informative') },
   { name: 'loss', patterns: [/^loss$/, /^(train\/)?loss(\/total)?$/, /^loss\/policy$/, /^(train\/)?(policy_)?loss$/, /^(?!val\/).*loss/, /loss/] },
   { name: 'grad_norm', patterns: [/^grad_norm$/, /^(?!val\/).*(^|\/)grad_norm$/, /grad_norm/] },
-  // Timing skips the first step (start-up, compilation), as the Metrics page does by default.
-  { name: 'step_time', skipFirst: true, patterns: [/^timing_step_total$/, /^timing\/step(_total)?$/, /(^|\/)step_time$/, /^timing_step/] },
+  // Timing skips the first step (start-up, compilation), as the Metrics page does by default;
+  // without a trainer's key, the step time the server derives from the events (`derived`).
+  { name: 'step_time', skipFirst: true, derived: true, patterns: [/^timing_step_total$/, /^timing\/step(_total)?$/, /(^|\/)step_time$/, /^timing_step/] },
 ];
+
+/** Kinds whose keys the registry titles: a trainer's step keys and the derived `timing_*` series. */
+const TITLED_KINDS = new Set(['step', 'timeline']);
 
 function pick(headline, entries) {
   if (headline.match) {
     const e = entries.find(headline.match);
     return e && { entry: e, title: describe(headline.key)?.title ?? headline.title };
   }
-  const steps = entries.filter((e) => e.kind === 'step' && !e.categorical);
-  for (const re of headline.patterns) {
-    const e = steps.find((s) => re.test(s.key));
-    if (e) return { entry: e, title: describe(e.key)?.title ?? e.key };
+  // A trainer's own key first; a series the server derives from the events (kind `timeline`,
+  // e.g. timing_step_total) when the trainer logs none and the headline takes one.
+  const keyed = (kind) => entries.filter((e) => e.kind === kind && !e.categorical && !e.normalized);
+  for (const candidates of headline.derived ? [keyed('step'), keyed('timeline')] : [keyed('step')]) {
+    for (const re of headline.patterns) {
+      const e = candidates.find((s) => re.test(s.key));
+      if (e) return { entry: e, title: describe(e.key)?.title ?? e.key };
+    }
   }
   return null;
 }
@@ -44,7 +52,7 @@ export function pickHeadlines(entries) {
   for (const headline of HEADLINES) {
     const found = pick(headline, entries);
     if (!found || out.some((o) => o.id === found.entry.id)) continue;
-    const info = found.entry.kind === 'step' ? describe(found.entry.key) : null;
+    const info = TITLED_KINDS.has(found.entry.kind) ? describe(found.entry.key) : null;
     out.push({ name: headline.name, id: found.entry.id, key: found.entry.key, title: found.title,
       description: info?.description ?? '', skipFirst: !!headline.skipFirst });
   }

@@ -15,7 +15,7 @@
 import { registerAddon } from './addons.js';
 import { getRun } from '../core/api.js';
 import { h } from '../core/dom.js';
-import { hintsFor } from '../core/registry.js';
+import { describe, hintsFor } from '../core/registry.js';
 
 const finite = (v) => typeof v === 'number' && Number.isFinite(v);
 
@@ -244,9 +244,27 @@ function seriesIdOf(store, key, kind) {
   return other;
 }
 
+/**
+ * The keys whose hints a chart evaluates: its entry's, and of a composed chart every hinted
+ * key it draws (a timeline family's chart draws several: charts/compose.js), its own first.
+ */
+function hintedKeys(chart) {
+  const keys = HINTED_KINDS.has(chart.entry.kind) ? [chart.entry.key] : [];
+  for (const e of chart.family ? chart.familyEntries?.() ?? [] : []) {
+    if (HINTED_KINDS.has(e.kind) && !e.normalized && !keys.includes(e.key)) keys.push(e.key);
+  }
+  return keys;
+}
+
+/** A chart's health state; its hints follow the keys it draws (a family gains series live). */
 function state(chart) {
-  if (!chart.health) {
-    chart.health = { hints: HINTED_KINDS.has(chart.entry.kind) ? hintsFor(chart.entry.key) : [], sig: null, mark: null };
+  const keys = hintedKeys(chart);
+  const sig = keys.join('\u0000');
+  if (!chart.health) chart.health = { hints: [], keys: null, sig: null, mark: null };
+  if (chart.health.keys !== sig) {
+    chart.health.keys = sig;
+    chart.health.hints = keys.flatMap((key) => hintsFor(key));
+    chart.health.sig = null;
   }
   return chart.health;
 }
@@ -274,11 +292,14 @@ function check(chart) {
   const sig = JSON.stringify([config === undefined ? 'pending' : config, shape]);
   if (sig === st.sig) return;
   st.sig = sig;
-  show(chart, evaluate(st.hints, series, { config }).map((f) => f.message), config === undefined);
+  // A chart of several keys says whose hint fired (two weight syncs warn alike).
+  const many = new Set(st.hints.map((hint) => hint.key)).size > 1;
+  const words = (f) => (many ? `${describe(f.key)?.title ?? f.key}: ${f.message}` : f.message);
+  show(chart, evaluate(st.hints, series, { config }).map(words), config === undefined);
 }
 
 function show(chart, messages, pending) {
-  const st = chart.health;
+  const st = state(chart);
   if (!st.mark && messages.length) {
     st.mark = h('span', { class: 'health-mark', role: 'img', tabindex: '0', dataset: { health: '' } }, '\u26a0');
     chart.el.querySelector('.chart-title')?.after(st.mark);

@@ -1,30 +1,41 @@
 // @ts-check
 // Chart legends. A composed chart's (All view): what its lines are (the pooled series solid,
 // each environment its own dash), toggles of the ± std band and the min/max envelope, and the
-// environment filter. Plotly's own legend would toggle traces one by one and forget it on the
+// environment filter; a timeline family's, which series each dash is. Plotly's own legend would toggle traces one by one and forget it on the
 // next redraw; these are chart settings, read by every redraw and every overlaid run.
 // Every line chart's run legend (RunLegend): with overlaid runs, a swatch and name per run;
 // hovering a run's item or line dims the other runs' traces until the pointer leaves.
 
-import { ALL_TOGETHER, envOptions, EVERY_ENV, offers } from './compose.js';
-import { DASHARRAY, envDash } from './composed.js';
+import { ALL_TOGETHER, envOptions, EVERY_ENV, offers, partsOf } from './compose.js';
+import { DASHARRAY, envDash, partDash } from './composed.js';
 import { h } from '../core/dom.js';
 
 /** Changes only when the chart's statistics or environments do (a rebuild is due). */
 export function legendSignature(entries) {
-  return JSON.stringify([offers(entries), envOptions(entries)]);
+  return JSON.stringify([offers(entries), envOptions(entries), partsOf(entries).map((p) => p.key)]);
 }
 
 function swatch() {
   return h('span', { class: 'legend-swatch', 'aria-hidden': 'true' });
 }
 
-function dashKey(env, text, named) {
+function dashLine(dash) {
   const line = h('span', { class: 'legend-dash', 'aria-hidden': 'true' });
   // A fixed drawing (no user text), so innerHTML is safe; SVG needs its namespace.
   line.innerHTML = `<svg width="18" height="6"><line x1="0" y1="3" x2="18" y2="3" stroke="currentColor"
-    stroke-width="1.6" stroke-dasharray="${DASHARRAY[envDash(env, named)]}"/></svg>`;
-  return h('span', { class: 'legend-item env-key', dataset: { env: env ?? '' } }, line, ` ${text}`);
+    stroke-width="1.6" stroke-dasharray="${DASHARRAY[dash]}"/></svg>`;
+  return line;
+}
+
+function dashKey(env, text, named) {
+  return h('span', { class: 'legend-item env-key', dataset: { env: env ?? '' } }, dashLine(envDash(env, named)), ` ${text}`);
+}
+
+/** A timeline family's lines (charts/compose.js partsOf): each series' dash and words. */
+function partKeys(entries) {
+  const parts = partsOf(entries);
+  return parts.length > 1 ? parts.map((p) => h('span', { class: 'legend-item part-key', dataset: { part: p.key },
+    title: p.key }, dashLine(partDash(p.rank)), ` ${p.words}`)) : [];
 }
 
 /**
@@ -43,6 +54,7 @@ export function legendParts(entries, settings, label, onChange) {
   const parts = (has.band || has.envelope) && !envs.length ? [h('span', { class: 'legend-item mean' }, swatch(), ' mean')] : [];
   if (has.band) parts.push(toggle('band', '± std'));
   if (has.envelope) parts.push(toggle('envelope', 'min/max'));
+  parts.push(...partKeys(entries));
   if (!envs.length) return parts;
   if (!envs.some((o) => o.value === settings.env)) settings.env = EVERY_ENV;
   const select = h('select', { name: 'env', 'aria-label': `Environments of ${label}` },

@@ -4,8 +4,9 @@
 
 import { chartGroup, compareRanks, isTimelineKey, Placer } from '../core/catalog.js';
 import { Chart } from './chart.js';
-import { anyNonZero, familyKey, isQuality, primaryOf, QUALITY_SECTION } from './compose.js';
+import { anyNonZero, familyKey, isQuality, primaryOf, QUALITY_SECTION, timelinePart } from './compose.js';
 import { h } from '../core/dom.js';
+import { describe } from '../core/registry.js';
 import { originOf, showOrigin } from './origin.js';
 import { loadCollapsed, saveCollapsed } from './prefs.js';
 
@@ -15,6 +16,15 @@ function insertSorted(parent, list, item) {
   const before = list[i]?.el ?? null;
   list.splice(i, 0, item);
   parent.insertBefore(item.el, before);
+}
+
+/**
+ * The key a chart is placed by (core/catalog.js Placer): a timing key by its timeline family's
+ * primary key, so that a trainer's own timing_* charts sit just before the derived chart
+ * drawing their names.
+ */
+function placeKey(entry) {
+  return isTimelineKey(entry) ? timelinePart(entry.key)?.keys[0] ?? entry.key : entry.key;
 }
 
 export class AllView {
@@ -28,7 +38,7 @@ export class AllView {
     this.families = new Map(); // compose.familyKey -> Chart
     this.bySeries = new Map(); // any raw series id a chart draws -> Chart
     this.quality = new Set(); // the Data quality section's charts
-    this.timing = new Map(); // a timing_* key -> its charts (the trainer's, the derived one)
+    this.timing = new Map(); // a timing_* key -> the charts drawing it (the trainer's, the derived one)
     this.collapsed = loadCollapsed();
     /** @type {import('../core/text.js').Search} */
     this.filter = { test: () => true };
@@ -50,6 +60,7 @@ export class AllView {
       if (have) {
         this.bySeries.set(entry.id, have);
         if (primaryOf([have.entry, entry]) === entry) this.rekey(have, entry);
+        if (entry.kind === 'timeline') this.pairTiming(have, entry.key);
         if (have.near) have.invalidate();
         if (have.el.hidden && this.matches(have)) {
           have.el.hidden = false;
@@ -58,20 +69,21 @@ export class AllView {
         continue;
       }
       const quality = isQuality(entry);
+      const lead = this.leadOf(entry, fk);
       // Environments share the chart, so groups are never split by env; a derived section's
       // group was its metric's statistics, now one chart: the section is one grid instead.
       const where = quality ? { ...entry, env: null, section: QUALITY_SECTION, group: entry.section }
-        : { ...entry, env: null, group: chartGroup(entry) };
+        : { ...lead, env: null, group: chartGroup(lead), key: placeKey(lead) };
       const place = this.placer.place(where);
       const group = this.group(this.section(place), place);
-      const chart = new Chart(entry, this.page, fk);
+      const chart = new Chart(lead, this.page, fk);
       chart.place = place;
       chart.quality = quality;
-      this.charts.set(entry.id, chart);
+      this.charts.set(lead.id, chart);
       this.families.set(fk, chart);
       this.bySeries.set(entry.id, chart);
       if (quality) this.quality.add(chart);
-      if (isTimelineKey(entry)) this.pairTiming(chart);
+      if (isTimelineKey(entry)) this.pairTiming(chart, entry.key);
       insertSorted(group.grid, group.charts, { rank: place.chartRank, el: chart.el, chart });
       chart.el.hidden = !this.matches(chart);
       made.push(chart);
@@ -87,24 +99,40 @@ export class AllView {
   }
 
   /**
+   * The entry a new chart is named and placed by: its own, or for a timeline family (whose
+   * keys span the server's groups) the primary among the family's entries the runs already
+   * list, so that the chart sits in the primary's group whichever key the catalog lists first.
+   */
+  leadOf(entry, fk) {
+    if (entry.kind !== 'timeline') return entry;
+    return primaryOf([entry, ...(this.page.runs ?? []).flatMap((store) => store.families?.get(fk) ?? [])]);
+  }
+
+  /**
    * A search finds a chart by any series it draws (`std`, an environment's name, a
-   * statistic) or by its title (the registry's human one included).
+   * statistic, a timeline family's keys and their human titles) or by its title (the
+   * registry's human one included).
    */
   matches(chart) {
     const f = this.filter;
     const title = chart.title.textContent;
     if (f.test(chart.entry) || f.test({ key: title, label: title })) return true;
-    return chart.familyEntries().some((e) => f.test(e));
+    return chart.familyEntries().some((e) => {
+      if (f.test(e)) return true;
+      const human = e.kind === 'timeline' ? describe(e.key)?.title : null;
+      return Boolean(human) && f.test({ key: human, label: human });
+    });
   }
 
   /**
    * A timing key is drawn twice when the trainer logs it and the server derives it from the
-   * events: the trainer's chart then says "logged" beside the "derived" one (charts/origin.js).
+   * events: the trainer's chart then says "logged" beside the "derived" one drawing that key
+   * (charts/origin.js; a timeline family's chart draws several keys).
    */
-  pairTiming(chart) {
-    const charts = this.timing.get(chart.entry.key) ?? [];
-    charts.push(chart);
-    this.timing.set(chart.entry.key, charts);
+  pairTiming(chart, key) {
+    const charts = this.timing.get(key) ?? [];
+    if (!charts.includes(chart)) charts.push(chart);
+    this.timing.set(key, charts);
     const derived = charts.some((c) => c.entry.kind === 'timeline');
     for (const c of charts) showOrigin(c, originOf(c.entry, derived));
   }

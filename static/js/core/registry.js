@@ -2,9 +2,10 @@
 // The metric registry, data rather than code: one table of plain records, one per key of the seeds'
 // references (../shared/spec/telescope-metrics.md: step metrics and timing keys;
 // posttrain-metrics-reference.md: shared, GRPO, reward and grouping, PPO, DPO, OPD, NFT, flow-BC,
-// optimizer outcome and validation keys): a human title, a one-line description, a unit, the
-// aggregation rule, and the health hints the seeds establish (evaluated by charts/health.js). Data, not
-// code paths: the lookup below is the only logic. A chart asks `describe(key)` for its title and
+// optimizer outcome and validation keys; docs/integrations.md: TRL's `profiling/<name>` timers
+// and the nested `train_step/<op>` spans' timing names): a human title, a one-line description,
+// a unit, the aggregation rule, and the health hints the seeds establish (evaluated by
+// charts/health.js). Data, not code paths: the lookup below is the only logic. A chart asks `describe(key)` for its title and
 // "?" tooltip; an unknown key keeps its key as the title.
 //
 // Keys are written as the seeds publish them. A `val/` key also finds its `train/` record (same
@@ -37,6 +38,19 @@ const OPS = {
   weight_sync_inference: 'Weight sync (inference)', optimizer_step: 'Optimizer step', weight_broadcast: 'Weight broadcast',
 };
 const MICRO_OPS = { step: 'Training step', ...OPS, step_active: 'Active step', waiting_for_data: 'Waiting for data' };
+/** The span a trainer nests its passes in (TRL's and the demo's): `timing_<span>/<op>_total`. */
+const SPANS = { train_step: 'train_step' };
+/** TRL's profiled blocks (trainer_hooks/integrations/hf_timeline.py): `profiling/<name>`. */
+const TRL_BLOCKS = {
+  _prepare_inputs: 'Preparing inputs', 'transformers.generate': 'Generation (transformers)',
+  'transformers.generate_batch': 'Generation (transformers, batched)', 'vLLM.generate': 'Generation (vLLM)',
+  sync_weights: 'Weight sync to vLLM', _move_model_to_vllm: 'Moving weights to vLLM',
+  _calculate_rewards: 'Reward computation', _get_per_token_logps_and_entropies: 'Per-token logprobs and entropies',
+  compute_loss: 'Loss computation',
+};
+const PROFILED = 'mean seconds per call since the previous log (main process)';
+const profiled = (name, title) => ({ key: `profiling/${name}`, title: `TRL: ${title}`, unit: 's',
+  aggregation: PROFILED, description: `Mean seconds per call of TRL\u2019s profiled block ${name}` });
 /** Statuses of the inference window's shares: `timing_generation_<status>_pct`, `timing_compute_reward_<status>_pct`. */
 const GEN_STATUSES = { normal: 'normal', discarded: 'discarded', canceled: 'canceled', all: 'all statuses' };
 const REWARD_STATUSES = { normal: 'normal', discarded: 'discarded', all: 'all statuses' };
@@ -112,6 +126,19 @@ export const RECORDS = [
     description: 'Mean duration of the reward computations that ended in the step\u2019s window (canceled and empty ones left out)' },
   { key: 'timing_{op}_microbatch_mean', vars: { op: MICRO_OPS }, title: '{op} (per microbatch)', unit: 's',
     aggregation: 'mean over microbatches', description: 'Time of {op:lower}, averaged over the step\u2019s microbatches' },
+  { key: 'timing_{span}_total', vars: { span: SPANS }, title: 'Forward and backward ({span})', unit: 's',
+    aggregation: 'per step', description: 'Total time of the trainer\u2019s {span} spans (its microbatches\u2019 passes) in one training step' },
+  { key: 'timing_{span}_microbatch_mean', vars: { span: SPANS }, title: 'Forward and backward ({span}, mean span)', unit: 's',
+    aggregation: 'mean over the step\u2019s spans', description: 'Time of one {span} span, averaged over the step\u2019s spans on every rank' },
+  { key: 'timing_{span}/{op}_total', vars: { span: SPANS, op: OPS }, title: '{op} (in {span})', unit: 's',
+    aggregation: 'per step', description: 'Total time spent on {op:lower} inside the trainer\u2019s {span} spans in one training step' },
+  { key: 'timing_{span}/{op}_microbatch_mean', vars: { span: SPANS, op: OPS }, title: '{op} (in {span}, per microbatch)',
+    unit: 's', aggregation: 'mean over microbatches',
+    description: 'Time of {op:lower} inside the trainer\u2019s {span} spans, averaged over the step\u2019s microbatches' },
+  // TRL's profiling timers (trainer_hooks' TelescopeCallback): known blocks, then a reward function's
+  ...Object.entries(TRL_BLOCKS).map(([name, title]) => profiled(name, title)),
+  { key: 'profiling/{name}', title: 'TRL: {name}', unit: 's', aggregation: PROFILED,
+    description: 'Mean seconds per call of TRL\u2019s profiled block {name} (a reward function\u2019s, when TRL names it so)' },
   // Key naming examples of the Telescope docs and the design
   { key: 'loss/policy', title: 'Policy loss', unit: '', aggregation: 'as the trainer reports it', description: 'The policy-gradient part of the loss' },
   { key: 'loss/kl', title: 'KL loss', unit: '', aggregation: 'as the trainer reports it', description: 'The KL-penalty part of the loss' },

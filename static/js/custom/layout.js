@@ -145,10 +145,14 @@ export function countNodes(layout) {
   return { sections: layout.sections.length, groups, plots: plotsOf(layout).length };
 }
 
-/** A readable name for a series id (`kind|key|stat|env`, each part percent-encoded). */
+/**
+ * A readable name for a series id (`kind|key|stat|env`, each part percent-encoded): the key of a
+ * step key or a derived timing series (kind `timeline`) alone, of a derived family with its stat.
+ */
 export function labelOfId(id) {
   const [kind, key, stat, env] = parseId(id);
-  return [key || id, kind === 'step' ? '' : stat, env ? `(${env})` : ''].filter(Boolean).join(' ');
+  const keyed = kind === 'step' || kind === 'timeline';
+  return [key || id, keyed ? '' : stat, env ? `(${env})` : ''].filter(Boolean).join(' ');
 }
 
 /** The parts of a series id: [kind, key, stat, env] ('' for an empty part). */

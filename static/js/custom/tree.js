@@ -20,20 +20,31 @@ export function statWords(stat, key = null) {
   return STAT_WORDS[stat] ?? stat.replace(/_pct$/, ' %').replace(/_/g, ' ');
 }
 
-/** How the metric list names an entry: {title, detail} (detail: the whole key, or env). */
+/** Kinds whose keys the registry titles: a trainer's step keys and the derived `timing_*` series. */
+const TITLED_KINDS = new Set(['step', 'timeline']);
+
+/**
+ * How the metric list names an entry: {title, detail} (detail: the whole key, or env). A derived
+ * timing series is titled as a trainer's key of its name, its detail saying it is derived.
+ */
 export function metricLabel(entry) {
-  if (entry.kind === 'step') {
-    return { title: describe(entry.key)?.title ?? (entry.label || entry.key), detail: entry.key };
+  if (TITLED_KINDS.has(entry.kind)) {
+    const title = describe(entry.key)?.title ?? (entry.label || entry.key);
+    return { title, detail: entry.kind === 'timeline' ? `${entry.key} · derived` : entry.key };
   }
   const stat = statWords(entry.stat, entry.key) || entry.key;
   return { title: entry.env ? `${stat} · ${entry.env}` : stat, detail: entry.env ? '' : 'all envs' };
 }
 
-/** A series' name on a plot, from its id alone (so a series no run has yet is named too). */
+/**
+ * A series' name on a plot, from its id alone (so a series no run has yet is named too); a
+ * derived timing series says so, to be told from a trainer's key of the same title.
+ */
 export function seriesName(sid) {
   const [kind, key, stat, env] = parseId(sid);
   if (!key) return sid;
-  const base = kind === 'step' ? describe(key)?.title ?? key
+  const titled = TITLED_KINDS.has(kind) ? describe(key)?.title ?? key : null;
+  const base = titled !== null ? (kind === 'timeline' ? `${titled} (derived)` : titled)
     : stat === key ? statWords(stat, key) : [key, statWords(stat)].filter(Boolean).join(' ');
   return env ? `${base} · ${env}` : base;
 }
