@@ -29,6 +29,7 @@ from ingest.pipeline.gini import (
     max_median_ratio_per_group,
     per_group,
     runs,
+    sort_within_groups,
 )
 
 __all__ = ["Table", "aggregate_blobs", "aggregate_step", "aggregate_steps", "group_gini",
@@ -58,60 +59,79 @@ class Table:
 
 
 class Cells:
-    """The (step, scope) segments of a StepSamples: scope 0 is all samples of the step, scope
-    1 + e environment e. Every sample is a member of its step's scope 0 and, with an
-    environment, of its environment's scope; members are kept sorted by cell (canonical order
-    within a cell), so per-cell reductions are `bincount` and `reduceat` passes."""
+    """The (step, scope) cells of a StepSamples: scope 0 is all samples of the step, scope
+    1 + e environment e. Reductions run over *parts*: the samples of one step and one
+    environment (or of no environment), sorted by step then environment (canonical order within
+    a part; already so when a step's samples come environment by environment, and then nothing
+    is gathered). An environment's cell is its part; a step's scope 0 combines the step's parts
+    (sums of their sums, the least of their minima, ...), so each statistic is one pass over the
+    samples, not one per scope a sample belongs to."""
 
     def __init__(self, s: StepSamples) -> None:
         self.samples = s
-        self.width = len(s.env_names) + 1
-        self.size = s.n_steps * self.width
+        self.width = w = len(s.env_names) + 1
+        self.size = s.n_steps * w
         step = s.step_index
-        has_env = np.flatnonzero(s.env >= 0)
-        cell = np.concatenate([step * self.width, step[has_env] * self.width + 1 + s.env[has_env]])
-        member = np.concatenate([np.arange(s.n), has_env])
-        order = np.argsort(cell, kind="stable")
-        self.cell, self.member = cell[order], member[order]
-        self.starts, _ = runs(self.cell)
-        self.start_cell = self.cell[self.starts]
-        self.scope = np.arange(self.size) % self.width  # per cell
-        self.step_of_cell = np.arange(self.size) // self.width
+        key = step * w + (s.env + 1)  # the sample's part: its environment's cell (slot 0: none)
+        self.order = None
+        if s.n > 1 and bool(np.any(key[1:] < key[:-1])):
+            self.order = np.argsort(key, kind="stable")
+        self.key = key if self.order is None else key[self.order]  # per sample, in part order
+        self.all_cell = self.key - self.key % w  # the step's scope 0, per sample in part order
+        self.part_starts, _ = runs(self.key)
+        part_key = self.key[self.part_starts]
+        self.step_parts, _ = runs(part_key // w)  # the parts of each step, one after another
+        self.step_cells = part_key[self.step_parts] - part_key[self.step_parts] % w
+        env_part = part_key % w > 0
+        self.env_parts, self.env_cells = np.flatnonzero(env_part), part_key[env_part]
+        self.scope = np.arange(self.size) % w  # per cell
+        self.step_of_cell = np.arange(self.size) // w
         self.kept = s.discard == KEPT
         self.has_kept = self.count(self.kept) > 0
         self.present = self.count(np.ones(s.n, dtype=bool)) > 0
         self.group_step = np.zeros(int(s.group.max()) + 1 if s.n else 0, dtype=np.int64)
         self.group_step[s.group] = step
+        self._by_member: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._last_units: tuple[np.ndarray, Units] | None = None
 
-    def _reduce(self, member_values: np.ndarray, ufunc: np.ufunc = np.add,
-                fill: float = 0.0) -> np.ndarray:
-        """Per cell `ufunc.reduce` of values given per member (`fill` for a cell with none)."""
-        out = np.full(self.size, fill, dtype=np.float64)
-        if self.starts.size:
-            out[self.start_cell] = ufunc.reduceat(member_values, self.starts)
+    def take(self, column: np.ndarray) -> np.ndarray:
+        """A per-sample column in part order."""
+        return column if self.order is None else column[self.order]
+
+    def _cells(self, parts: np.ndarray, ufunc: np.ufunc, fill: float | int) -> np.ndarray:
+        """Per cell, from one value per part: a step's scope 0 is `ufunc` over its parts."""
+        out = np.full(self.size, fill, dtype=parts.dtype)
+        if parts.size:
+            out[self.step_cells] = ufunc.reduceat(parts, self.step_parts)
+            out[self.env_cells] = parts[self.env_parts]
         return out
+
+    def _reduce(self, values: np.ndarray, ufunc: np.ufunc = np.add,
+                fill: float = 0.0) -> np.ndarray:
+        """Per cell `ufunc.reduce` of per-sample values in part order (`fill`: none)."""
+        if not self.part_starts.size:
+            return np.full(self.size, fill, dtype=np.float64)
+        return self._cells(ufunc.reduceat(values, self.part_starts), ufunc, fill)
+
+    def _counts(self, selected: np.ndarray) -> np.ndarray:
+        if not self.part_starts.size:
+            return np.zeros(self.size, dtype=np.int64)
+        parts = np.add.reduceat(selected.view(np.int8), self.part_starts, dtype=np.int64)
+        return self._cells(parts, np.add, 0)
 
     def count(self, mask: np.ndarray) -> np.ndarray:
         """Per cell, how many samples `mask` selects."""
-        out = np.zeros(self.size, dtype=np.int64)
-        if self.starts.size:
-            out[self.start_cell] = np.add.reduceat(mask.view(np.int8)[self.member], self.starts,
-                                                   dtype=np.int64)
-        return out
+        return self._counts(self.take(mask))
 
     def moments(self, x: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         """mean, std (ddof=1, two-pass), min, max of the selected (finite) values per cell;
-        NaN where a cell has too few values. x and the mask are gathered into member order
-        once; every statistic is then one reduction over the members."""
-        selected = mask[self.member]
-        xm = x[self.member]
-        n = np.zeros(self.size, dtype=np.int64)
-        if self.starts.size:
-            n[self.start_cell] = np.add.reduceat(selected.view(np.int8), self.starts,
-                                                 dtype=np.int64)
-        mean, std = self._mean_std(xm, selected, n)
-        lo = self._reduce(np.where(selected, xm, np.inf), np.minimum, NAN)
-        hi = self._reduce(np.where(selected, xm, -np.inf), np.maximum, NAN)
+        NaN where a cell has too few values. x and the mask are taken into part order once;
+        every statistic is then one reduction over the parts."""
+        selected, xs = self.take(mask), self.take(x)
+        n = self._counts(selected)
+        mean, std = self._mean_std(x, mask, xs, selected, n)
+        lo = self._reduce(np.where(selected, xs, np.inf), np.minimum, NAN)
+        hi = self._reduce(np.where(selected, xs, -np.inf), np.maximum, NAN)
         empty = n == 0
         mean[empty] = lo[empty] = hi[empty] = NAN
         return {"mean": mean, "std": std, "min": lo, "max": hi}
@@ -120,31 +140,59 @@ class Cells:
         """Per cell, the mean of the selected (finite) values; NaN where there are none."""
         return self.moments(x, mask)["mean"]
 
-    def _mean_std(self, xm: np.ndarray, selected: np.ndarray, n: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Per cell mean and std of the selected member values. A cell whose sum or squared
-        deviations overflow (finite values near 1e154 and over: [1e308, 1e308] sums to inf) is
-        computed again on its values divided by their largest magnitude, then scaled back: a
-        mean is never lost, nor a std the float range holds. Dividing the other cells by 1
-        leaves their bits as they were."""
+    def _mean_std(self, x: np.ndarray, mask: np.ndarray, xs: np.ndarray, selected: np.ndarray,
+                  n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per cell mean and std of the selected values (in part order). A cell whose sum or
+        squared deviations overflow (finite values near 1e154 and over: [1e308, 1e308] sums to
+        inf) is computed again on its values divided by their largest magnitude, then scaled
+        back: a mean is never lost, nor a std the float range holds. The other cells keep the
+        bits they have."""
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            mean, squares = self._two_pass(xm, selected, n)
+            mean = self._reduce(np.where(selected, xs, 0.0)) / n
+            d = np.where(selected, xs - mean[self.all_cell], 0.0)  # x may be NaN or inf elsewhere
+            e = np.where(selected, xs - mean[self.key], 0.0)
+            squares = np.full(self.size, 0.0)
+            if self.part_starts.size:
+                squares[self.step_cells] = np.add.reduceat(
+                    np.add.reduceat(d * d, self.part_starts), self.step_parts)
+                squares[self.env_cells] = np.add.reduceat(e * e, self.part_starts)[
+                    self.env_parts]
             scale = np.ones(self.size)
             over = (n > 0) & ~(np.isfinite(mean) & np.isfinite(squares))
             if over.any():
-                scale[over] = self._reduce(np.where(selected, np.abs(xm), 0.0), np.maximum)[over]
-                scaled, squared = self._two_pass(xm / scale[self.cell], selected, n)
-                mean[over], squares[over] = scaled[over], squared[over]
+                scale[over], mean[over], squares[over] = self._rescaled(x, mask, n, over)
             std = np.sqrt(squares / (n - 1)) * scale
             std[n < 2] = NAN
             return mean * scale, std
 
-    def _two_pass(self, xm: np.ndarray, selected: np.ndarray, n: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, sum of squared deviations from it) per cell, errors ignored by the caller."""
-        mean = self._reduce(np.where(selected, xm, 0.0)) / n
-        d = np.where(selected, xm - mean[self.cell], 0.0)  # x may be NaN or inf elsewhere
-        return mean, self._reduce(d * d)
+    def _rescaled(self, x: np.ndarray, mask: np.ndarray, n: np.ndarray, over: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(scale, mean, squared deviations) of the `over` cells, on their values divided by
+        their largest magnitude: every sample once per scope it belongs to (the members)."""
+        if self._by_member is None:
+            s, w = self.samples, self.width
+            has_env = np.flatnonzero(s.env >= 0)
+            step = s.step_index
+            cell = np.concatenate([step * w, step[has_env] * w + 1 + s.env[has_env]])
+            member = np.concatenate([np.arange(s.n), has_env])
+            order = np.argsort(cell, kind="stable")
+            cell, member = cell[order], member[order]
+            starts, _ = runs(cell)
+            self._by_member = cell, member, starts, cell[starts]
+        cell, member, starts, start_cell = self._by_member
+
+        def reduce(values: np.ndarray, ufunc: np.ufunc = np.add) -> np.ndarray:
+            out = np.zeros(self.size)
+            out[start_cell] = ufunc.reduceat(values, starts)
+            return out
+
+        selected, xm = mask[member], x[member]
+        scale = reduce(np.where(selected, np.abs(xm), 0.0), np.maximum)
+        scale[~over] = 1.0
+        xm = xm / scale[cell]
+        mean = reduce(np.where(selected, xm, 0.0)) / n
+        d = np.where(selected, xm - mean[cell], 0.0)
+        return scale[over], mean[over], reduce(d * d)[over]
 
     def group_means(self, x: np.ndarray, idx: np.ndarray, stat: GroupStat
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -152,13 +200,16 @@ class Cells:
         how many groups were included and excluded. In an environment's scope a group is its
         samples of that environment (a unit: group × env); the overall scope takes whole
         groups, which are the units themselves unless some group mixes environments."""
-        s, w = self.samples, self.width
-        g = s.group[idx]
-        unit_value, unit_in, unit = per_group(x, g * w + s.env[idx] + 1, stat)
-        unit_env, unit_group = unit % w - 1, unit // w
-        mixed = bool(np.any(unit_group[1:] == unit_group[:-1]))
-        if mixed:
-            value, included, group = per_group(x, g, stat)
+        units = self._units(idx)
+        w = self.width
+        if units.starts is None:  # units out of order: sorted by code first
+            unit_value, unit_in, unit = per_group(x, units.codes, stat)
+            unit_env, unit_group = unit % w - 1, unit // w
+        else:
+            unit_value, unit_in = stat(units.sorted_values(x), units.starts, units.counts)
+            unit_env, unit_group = units.env, units.group
+        if units.mixed:
+            value, included, group = per_group(x, self.samples.group[idx], stat)
         else:
             value, included, group = unit_value, unit_in, unit_group
         env_units = unit_env >= 0
@@ -170,6 +221,56 @@ class Cells:
         n_out = np.bincount(cells[~included], minlength=self.size)
         mean, n_in = _bincount_mean(cells[included], value[included], self.size)
         return mean, n_in, n_out
+
+    def _units(self, idx: np.ndarray) -> Units:
+        """The units of samples idx; the last ones again when idx is the same (every column
+        whose values are all finite selects the same samples)."""
+        last = self._last_units
+        if last is not None and last[0].size == idx.size and np.array_equal(last[0], idx):
+            return last[1]
+        units = Units(self, idx)
+        self._last_units = (idx, units)
+        return units
+
+
+class Units:
+    """The units (group × environment) of some samples `idx` of a Cells: their codes and, when
+    the codes come in order (canonical order sorts by group, so they do unless a group's
+    environments interleave), each unit's start and size, environment and group."""
+
+    def __init__(self, c: Cells, idx: np.ndarray) -> None:
+        s, w = c.samples, c.width
+        self.codes = s.group[idx] * w + s.env[idx] + 1
+        self.starts: np.ndarray | None = None
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.mixed = False
+        self.size = 0  # every unit has this many samples (0: not so)
+        if idx.size > 1 and bool(np.any(self.codes[1:] < self.codes[:-1])):
+            groups = np.unique(self.codes) // w
+            self.mixed = bool(np.any(groups[1:] == groups[:-1]))
+            return
+        self.starts, self.counts = runs(self.codes)
+        unit = self.codes[self.starts]
+        self.env, self.group = unit % w - 1, unit // w
+        self.mixed = bool(np.any(self.group[1:] == self.group[:-1]))
+        k = int(self.counts[0]) if self.counts.size else 0
+        if k and k * self.counts.size == idx.size and bool((self.counts == k).all()):
+            self.size = k
+
+    def sorted_values(self, x: np.ndarray) -> np.ndarray:
+        """x (one value per sample of idx) sorted within each unit: rows of a matrix sorted
+        row by row (numpy sorts short rows by insertion), padded with +inf when the units'
+        sizes differ."""
+        assert self.starts is not None
+        if self.size:
+            return np.sort(x.reshape(-1, self.size), axis=1).ravel()
+        width = int(self.counts.max()) if self.counts.size else 0
+        if not x.size or self.starts.size * width > 2 * x.size + 64 or np.isnan(x).any():
+            return x[sort_within_groups(x, self.codes)]
+        row = np.repeat(np.arange(self.starts.size), self.counts)
+        grid = np.full((self.starts.size, width), np.inf)
+        grid[row, np.arange(x.size) - self.starts[row]] = x
+        return np.sort(grid, axis=1)[np.arange(width) < self.counts[:, None]]
 
 
 def _bincount_mean(cells: np.ndarray, values: np.ndarray, size: int
