@@ -44,9 +44,13 @@ def _dictionaries(s: Samples) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _encode(s: Samples, idx: np.ndarray, dictionaries: dict[str, tuple[np.ndarray, np.ndarray]]
-            ) -> bytes:
-    out: dict[str, Any] = {"n": int(idx.size)}
+Part = slice | np.ndarray  # a step's samples in a message: a slice when its steps come in order
+
+
+def _encode(s: Samples, idx: Part, dictionaries: dict[str, tuple[np.ndarray, np.ndarray]],
+            packer: msgpack.Packer) -> bytes:
+    n = _part_size(idx)
+    out: dict[str, Any] = {"n": n}
     for name in FLOAT_COLUMNS:
         col = getattr(s, name)
         if col is not None:
@@ -59,12 +63,31 @@ def _encode(s: Samples, idx: np.ndarray, dictionaries: dict[str, tuple[np.ndarra
             out[name] = {"i": np.ascontiguousarray(col[idx], dtype="<i8").tobytes()}
         else:
             uniques, codes = dictionaries[name]
-            used, local = np.unique(codes[idx], return_inverse=True)
+            used, local = _used_codes(codes[idx], uniques.size)
             out[name] = {"u": uniques[used].tolist(), "c": local.astype("<i4").tobytes()}
     out["metrics"] = {k: np.ascontiguousarray(v[idx], dtype="<f8").tobytes()
                       for k, v in s.metrics.items()}
-    blob: bytes = msgpack.packb(out, use_bin_type=True)
+    blob: bytes = packer.pack(out)
     return blob
+
+
+def _used_codes(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct codes, sorted; each code's index among them): np.unique's answer, by a
+    table of the k codes when that is no bigger than the part (an env, a discard reason: a
+    few values), without sorting."""
+    if k > 4 * codes.size + 64:
+        used, local = np.unique(codes, return_inverse=True)
+        return used, local
+    present = np.zeros(k, dtype=bool)
+    present[codes] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[codes]
+
+
+def _part_size(idx: Part) -> int:
+    if isinstance(idx, slice):
+        return int(idx.stop - idx.start)
+    return int(idx.size)
 
 
 def step_slices(step: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -79,11 +102,23 @@ def step_slices(step: np.ndarray) -> list[tuple[int, np.ndarray]]:
                                                         strict=True)]
 
 
+def _step_parts(step: np.ndarray) -> list[tuple[int, Part]]:
+    """`step_slices`, with a slice for each step when the message's steps never go down (a
+    trainer sends them so): the same samples in the same order, each column's part a view."""
+    if step.size > 1 and bool(np.any(step[1:] < step[:-1])):
+        return list(step_slices(step))
+    starts = np.flatnonzero(np.diff(step, prepend=step[0] - 1)).tolist()
+    ends = [*starts[1:], int(step.size)]
+    firsts = step[starts].tolist()
+    return [(first, slice(a, b)) for first, a, b in zip(firsts, starts, ends, strict=True)]
+
+
 def encode_steps(s: Samples) -> list[tuple[int, int, bytes]]:
     """(step, samples, blob) for every distinct step of a samples message, in step order."""
     dictionaries = _dictionaries(s)
-    return [(step, int(idx.size), _encode(s, idx, dictionaries))
-            for step, idx in step_slices(s.step)]
+    packer = msgpack.Packer(use_bin_type=True)
+    return [(step, _part_size(idx), _encode(s, idx, dictionaries, packer))
+            for step, idx in _step_parts(s.step)]
 
 
 def decode_batch(blob: bytes) -> dict[str, Any]:
