@@ -37,6 +37,8 @@ from trainer_hooks.wire.protocol import (
 TEXT_PICKS = ("best", "worst", "best_worst", "random")
 TEXT_OVERHEAD = 5  # estimated encoded bytes of a string beyond its UTF-8 bytes
 _ID_TYPES = frozenset({str, int})
+_INT = frozenset({int})
+_STRING_TYPES = frozenset({str, type(None)})
 _RNG = np.random.default_rng()
 
 
@@ -332,6 +334,11 @@ def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
     if len(out) != n:
         raise SampleError(f"{name}: {len(out)} values; reward has {n}")
     kinds = set(map(type, out))
+    if kinds == _INT:  # sent as a typed array, as an integer array's ids are
+        try:
+            return np.array(out, dtype=np.int64)
+        except OverflowError:  # beyond int64: a list, as the wire allows
+            pass
     if not kinds <= _ID_TYPES:
         out = [_coerce_id(v, name) for v in out]
         kinds = set(map(type, out))
@@ -384,18 +391,26 @@ def _env(env: Any, n: int) -> str | None | list[str | None]:
         if env is not None and len(env) > MAX_KEY_CHARS:
             raise SampleError(f"env: names are limited to {MAX_KEY_CHARS} characters")
         return env
-    out = _strings(env, n, "env")
-    return out[0] if all(e == out[0] for e in out) else out
+    out, distinct = _distinct_strings(env, n, "env")
+    return out[0] if len(distinct) == 1 else out
 
 
 def _strings(values: Any, n: int, name: str) -> list[str | None]:
     if isinstance(values, str):
         return [values] * n
+    return _distinct_strings(values, n, name)[0]
+
+
+def _distinct_strings(values: Any, n: int, name: str
+                      ) -> tuple[list[str | None], set[str | None]]:
+    """A label column as a list, and its distinct values (few: the checks look at those)."""
     out = list(values.tolist() if isinstance(values, np.ndarray) else values)
     if len(out) != n:
         raise SampleError(f"{name}: {len(out)} values; reward has {n}")
-    if not set(map(type, out)) <= {str, type(None)}:
+    kinds = set(map(type, out))
+    if not kinds <= _STRING_TYPES:
         raise SampleError(f"{name}: must hold strings or None")
-    if any(len(v) > MAX_KEY_CHARS for v in out if v is not None):
+    distinct = set(out)
+    if any(len(v) > MAX_KEY_CHARS for v in distinct if v is not None):
         raise SampleError(f"{name}: values are limited to {MAX_KEY_CHARS} characters")
-    return out
+    return out, distinct
