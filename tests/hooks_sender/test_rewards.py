@@ -178,7 +178,7 @@ def test_yaml_and_environment_classes_merge_into_wire_declarations(tmp_path: Pat
     yaml_file.write_text(
         "environments:\n"
         "  - name: countdown\n    weight: 0.5\n    reward_min: 0.0\n    reward_max: 2.0\n"
-        "    dataset: some/dataset\n    kwargs: {difficulty: hard}\n"
+        "    kwargs: {difficulty: hard}\n"
         "  - name: hendrycks_math\n    reward_min: 0\n    reward_max: 1\n")
     decls, problems = environment_declarations([str(yaml_file), Countdown, MathEnv()])
     assert problems == []
@@ -186,8 +186,8 @@ def test_yaml_and_environment_classes_merge_into_wire_declarations(tmp_path: Pat
         {"name": "countdown", "weight": 0.5, "reward_min": 0.0, "reward_max": 2.0,
          "metrics_ranges": {"correct": {"min": 0.0, "max": 1.0, "invert": False},
                             "reasoning_steps": {"min": 0.0, "max": 20.0, "invert": True}}},
-        {"name": "hendrycks_math", "reward_min": 0.0, "reward_max": 1.0},
-        {"name": "MathEnv", "reward_max": 1.0,
+        {"name": "hendrycks_math", "weight": 1.0, "reward_min": 0.0, "reward_max": 1.0},
+        {"name": "MathEnv", "weight": 1.0, "reward_max": 1.0,
          "metrics_ranges": {"correct": {"min": 0.0, "max": 1.0, "invert": False}}},
     ]
     p.parse_environments(decls, "environments")  # what the server will accept
@@ -200,7 +200,7 @@ def test_bad_declarations_are_left_out_with_a_reason(tmp_path: Path) -> None:
         {"reward_min": 0},
         str(tmp_path / "missing.yaml"),
     ])
-    assert decls == [{"name": "ok", "reward_min": 0.0, "reward_max": 1.0}]
+    assert decls == [{"name": "ok", "weight": 1.0, "reward_min": 0.0, "reward_max": 1.0}]
     assert len(problems) == 3 and any("inverted" in p and "reward_max" in p for p in problems)
 
 

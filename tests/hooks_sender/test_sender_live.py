@@ -301,7 +301,7 @@ def test_declarations_rewards_and_replayed_duplicates(live_state: ServerState,
         rid = run_id(server, "decl")
         catalog = get(server, f"/api/runs/{rid}/catalog")
         assert catalog["environments"] == [
-            {"name": "countdown", "weight": None, "reward_min": 0.0, "reward_max": 2.0,
+            {"name": "countdown", "weight": 1.0, "reward_min": 0.0, "reward_max": 2.0,
              "metrics_ranges": {"correct": {"min": 0.0, "max": 1.0, "invert": False}}}]
         count = series_id("reward", "reward", "count")
         tools = series_id("sample", "total_tool_calls", "mean", "countdown")

@@ -66,6 +66,7 @@ environments:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("environments: [{name: a, reward_min: 2, reward_max: 1}]", "environments[0].reward_max"),
+    ("environments: [{name: a, reward_max: 'high'}]", "environments[0].reward_max"),
     ("environments: [{name: a, metrics_ranges: {m: {min: low}}}]",
      "environments[0].metrics_ranges.m.min"),
     ("environments: [{weight: 1}]", "environments[0].name"),
@@ -79,6 +80,73 @@ def test_declare_ranges_names_the_bad_field(run: Run, tmp_path: Path, text: str,
     with pytest.raises(CommandError, match=message.replace("[", r"\[").replace("]", r"\]")):
         run_command("declare_ranges", "--project", "p", "--run", "r", str(path))
     assert not Environment.objects.exists()
+
+
+def run_command_err(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+TYPOS = """
+environments:
+  - name: countdown
+    reward_minimum: 0
+    rewardmax: 2
+    metrics_ranges:
+      correct: {min: 0, max: 1, inverse: true}
+"""
+
+
+def test_declare_ranges_names_unknown_keys_and_strict_refuses_them(run: Run,
+                                                                   tmp_path: Path) -> None:
+    path = tmp_path / "typos.yaml"
+    path.write_text(TYPOS)
+    with pytest.raises(CommandError) as exc:
+        run_command("declare_ranges", "--strict", "--project", "p", "--run", "r", str(path))
+    text = str(exc.value)
+    assert "environments[0]: unknown key 'reward_minimum' ignored (did you mean 'reward_min'?)" \
+        in text
+    assert "'rewardmax'" in text and "environments[0].metrics_ranges.correct" in text
+    assert "'inverse'" in text and "did you mean 'invert'?" in text
+    assert not Environment.objects.exists()
+    out, err = run_command_err("declare_ranges", "--project", "p", "--run", "r", str(path))
+    assert "unknown key 'reward_minimum'" in err and "unknown key 'rewardmax'" in err
+    assert "Declared 1 environment(s)" in out
+    env = Environment.objects.get(run=run)
+    assert (env.reward_min, env.reward_max) == (None, None)  # the typos declared nothing
+    assert env.metrics_ranges == {"correct": {"min": 0.0, "max": 1.0, "invert": False}}
+
+
+def test_declare_ranges_reads_telescope_configs_as_they_are(run: Run, tmp_path: Path) -> None:
+    """Telescope's run config (its other keys, `kwargs`, quoted and string numbers, no
+    weight) and an equal reward_min and reward_max (a degenerate range)."""
+    path = tmp_path / "run.yaml"
+    path.write_text("""
+model: "Qwen/Qwen2.5-3B"
+environments:
+  - name: "countdown"
+    reward_min: "0.0"
+    reward_max: 2e0
+    kwargs:
+      add_thinking_prefix: true
+  - name: "flat"
+    weight: '0.5'
+    reward_min: 1
+    reward_max: 1
+    metrics_ranges:
+      steps: {min: "0", max: 2e1, invert: true}
+number_of_steps: 300
+""")
+    out, err = run_command_err("declare_ranges", "--strict", "--project", "p", "--run", "r",
+                               str(path))
+    assert err == "" and "countdown, flat" in out
+    envs = {e.name: e for e in Environment.objects.filter(run=run)}
+    assert (envs["countdown"].weight, envs["countdown"].reward_min,
+            envs["countdown"].reward_max) == (1.0, 0.0, 2.0)
+    assert (envs["flat"].weight, envs["flat"].reward_min, envs["flat"].reward_max) == (
+        0.5, 1.0, 1.0)
+    assert envs["flat"].metrics_ranges == {"steps": {"min": 0.0, "max": 20.0, "invert": True}}
 
 
 def test_declare_ranges_needs_an_existing_run(run: Run, tmp_path: Path) -> None:

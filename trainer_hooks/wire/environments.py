@@ -17,7 +17,8 @@ from trainer_hooks.wire.schema import (
 
 
 def parse_environments(envs: Any, field: str) -> list[EnvironmentDecl]:
-    """Validate an `environments:` list: unique names, finite bounds with min < max."""
+    """Validate an `environments:` list: unique names, finite bounds with min <= max (equal
+    bounds are a degenerate range: every value normalizes to 0.5)."""
     if not isinstance(envs, list):
         raise ProtocolError("wrong_type", field, "environments must be a list")
     if len(envs) > MAX_ENVIRONMENTS:
@@ -53,8 +54,8 @@ def _field_number(obj: dict[str, Any], name: str, where: str) -> float | None:
 
 
 def _check_bounds(lo: float | None, hi: float | None, where: str) -> None:
-    if lo is not None and hi is not None and not lo < hi:
-        raise ProtocolError("invalid", where, f"max ({hi}) must be greater than min ({lo})")
+    if lo is not None and hi is not None and not lo <= hi:
+        raise ProtocolError("invalid", where, f"max ({hi}) must not be less than min ({lo})")
 
 
 def _metrics_ranges(ranges: Any, where: str) -> dict[str, dict[str, Any]]:
