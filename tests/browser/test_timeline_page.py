@@ -75,28 +75,34 @@ def open_timeline(pg: Any, dashboard: Dashboard, run: str, query: str = "") -> i
 
 
 def drawn(pg: Any) -> dict[str, Any]:
-    """What the plot holds: segments (pairs of points between NaNs) and markers per trace
-    name, the row labels, the x range."""
+    """What the page drew: spans per colour on its canvas (those in view), instants per name
+    as Plotly markers, the row labels, the x range, the canvas's kind."""
     return pg.evaluate("""() => { const gd = document.getElementById('gantt');
-        const out = {segments: {}, markers: {}, rows: [], range: null};
-        if (!gd.data) return out;
-        for (const t of gd.data) {
-            const x = Array.from(t.x || []);
-            if (t.mode === 'markers') {
-                out.markers[t.name] = (out.markers[t.name] || 0) + x.length;
-            } else {
-                let n = 0;
-                for (let i = 0; i + 1 < x.length; i += 3) {
-                    if (Number.isFinite(x[i]) && Number.isFinite(x[i + 1])
-                        && !Number.isFinite(x[i + 2])) n++;
-                }
-                out.segments[t.name] = (out.segments[t.name] || 0) + n;
-            }
-            if (t.type !== 'scattergl') out.notWebgl = true;
+        const p = window.telescopeTimeline;
+        const out = {segments: {...p.spans.stats.byCategory}, markers: {}, rows: [], range: null,
+                     kind: p.spans.kind};
+        for (const t of gd.data || []) {
+            if (t.mode === 'markers') out.markers[t.name] = (out.markers[t.name] || 0) + t.x.length;
         }
         out.rows = Array.from(gd.layout.yaxis.ticktext);
         out.range = Array.from(gd._fullLayout.xaxis.range);
         return out; }""")
+
+
+def pixel(pg: Any, x: float, y: float) -> list[int]:
+    """The colour (r, g, b) the spans' canvas has at page point (x, y)."""
+    return list(pg.evaluate("""([x, y]) => { const c = window.telescopeTimeline.spans.canvas;
+        const r = c.getBoundingClientRect();
+        const copy = document.createElement('canvas');
+        copy.width = c.width; copy.height = c.height;
+        const g = copy.getContext('2d'); g.drawImage(c, 0, 0);
+        const px = Math.floor((x - r.left) * c.width / r.width);
+        const py = Math.floor((y - r.top) * c.height / r.height);
+        return Array.from(g.getImageData(px, py, 1, 1).data.slice(0, 3)); }""", [x, y]))
+
+
+def hex_rgb(color: str) -> list[int]:
+    return [int(color[i:i + 2], 16) for i in (1, 3, 5)]
 
 
 def test_every_span_is_drawn_as_a_webgl_segment_in_its_lane(page: Any, dashboard: Dashboard
@@ -105,7 +111,7 @@ def test_every_span_is_drawn_as_a_webgl_segment_in_its_lane(page: Any, dashboard
     open_timeline(page, dashboard, "tl")
     fig = drawn(page)
     assert fig["rows"] == LANES
-    assert "notWebgl" not in fig
+    assert fig["kind"] == "webgl"
     assert fig["segments"] == {"generation · normal": 1, "generation · discarded": 1,
                                "generation · canceled": 1, "generation · eval": 1,
                                "weight_sync": 1, "train_step": 4, "train_step/forward": 4}
@@ -114,6 +120,18 @@ def test_every_span_is_drawn_as_a_webgl_segment_in_its_lane(page: Any, dashboard
     assert root.get_attribute("data-spans") == "13"
     assert root.get_attribute("data-instants") == "3"
     assert "13 spans · 3 instants · 7 lanes" in page.text_content("#counts")
+    # On screen in their colours: a discarded generation, a forward inside its train_step,
+    # and the bare row (band or background) between two spans of a rank.
+    colors = page.evaluate("() => Object.fromEntries(window.telescopeTimeline.shown.list"
+                           ".map(l => [l.category, l.color]))")
+    assert pixel(page, *span_point(page, event_index(page, "generation", T + 10))) == hex_rgb(
+        colors["generation · discarded"])
+    assert pixel(page, *span_point(page, event_index(page, "train_step/forward", T + 16))) == (
+        hex_rgb(colors["train_step/forward"]))
+    assert pixel(page, *time_point(page, T + 19.5, "trainer rank 0")) == hex_rgb(
+        colors["train_step"])  # past the forward inside it
+    between = pixel(page, *time_point(page, T + 24.5, "trainer rank 0"))  # between two steps
+    assert between not in [hex_rgb(c) for c in colors.values()]
     # Without a window in the URL the page shows the whole of a short run, and follows it.
     assert page.get_attribute("#follow-newest", "aria-pressed") == "true"
     assert "start=" not in page.url
@@ -166,6 +184,16 @@ def span_point(pg: Any, index: int) -> tuple[float, float]:
                 rect.top + fl.yaxis._offset + fl.yaxis.l2p(r)]; }""", index))
 
 
+def time_point(pg: Any, t: float, lane: str) -> tuple[float, float]:
+    """The page coordinates of time `t` (unix s) on the row of `lane`."""
+    return tuple(pg.evaluate("""([t, lane]) => { const p = window.telescopeTimeline;
+        const gd = document.getElementById('gantt'); const fl = gd._fullLayout;
+        const r = p.shown.rows.findIndex(row => row.label === lane);
+        const rect = gd.getBoundingClientRect();
+        return [rect.left + fl.xaxis._offset + fl.xaxis.l2p(t - p.origin),
+                rect.top + fl.yaxis._offset + fl.yaxis.l2p(r)]; }""", [t, lane]))
+
+
 def event_index(pg: Any, name: str, start: float) -> int:
     return int(pg.evaluate("""([name, start]) => { const e = window.telescopeTimeline.shown.events;
         return e.name.findIndex((n, i) => n === name && Math.abs(e.start[i] - start) < 1e-6); }""",
@@ -182,6 +210,7 @@ def test_a_click_shows_the_span_and_its_sample_link_opens_the_sample_viewer(
     page.wait_for_selector("#span-details[data-span='train_step/forward']")
     assert page.text_content("#span-details [data-field=rank]") == "0"
     assert page.locator("#span-details .sample-link").count() == 0
+    assert "null" not in page.text_content("#span-details")
     # The first generation: its fields and its sample.
     x, y = span_point(page, event_index(page, "generation", T + 1))
     page.mouse.click(x, y)
@@ -291,3 +320,18 @@ def test_the_timeline_and_performance_pages_keep_to_the_policy(
         pg.wait_for_selector(ready, state="attached", timeout=20_000)
         pg.wait_for_load_state("networkidle")
         assert not problems, (path, problems)
+    # Zooms redraw under the policy too: a drag across the plot, then the keyboard.
+    pg.goto(f"{dashboard.url}/runs/{run_id}/timeline")
+    pg.wait_for_selector("#timeline[data-drawn='1']", state="attached", timeout=20_000)
+    box = pg.locator("#gantt .nsewdrag").bounding_box()
+    pg.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + 20)
+    pg.mouse.down()
+    pg.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 40, steps=8)
+    pg.mouse.up()
+    pg.wait_for_selector("#timeline[data-drawn='2']", state="attached", timeout=20_000)
+    assert "start=" in pg.url
+    pg.keyboard.press("w")
+    pg.wait_for_selector("#timeline[data-drawn='3']", state="attached", timeout=20_000)
+    pg.wait_for_load_state("networkidle")
+    assert not problems, problems
+    assert pg.locator("#load-error").text_content() == ""

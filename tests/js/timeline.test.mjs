@@ -16,6 +16,7 @@ import {
 import { RowIndex, rowAt } from '../../static/js/timeline/pick.js';
 import { clockText, eventAt, sampleUrl, spanFields } from '../../static/js/timeline/details.js';
 import { ganttLayout, ganttTraces, plotHeight } from '../../static/js/timeline/gantt.js';
+import { mix, rectangles, rgba } from '../../static/js/timeline/canvas.js';
 
 /** Columnar events as the API sends them, from a list of partial records. */
 function columns(records) {
@@ -210,8 +211,44 @@ test('100,000 spans become a few traces of typed arrays', () => {
   assert.equal(rows.length, 8); // (server, slot) pairs: slot i%8 fixes server i%4
   assert.deepEqual(drawnCounts(list), { spans: n, instants: 0 });
   for (const l of list) assert.ok(l.x instanceof Float64Array && l.x.length === 3 * l.index.length);
+  // Plotly gets one empty legend entry per colour; the spans are the canvas's.
   const traces = ganttTraces(list);
-  assert.ok(traces.every((t) => t.type === 'scattergl' && t.mode === 'lines'));
+  assert.equal(traces.length, 4);
+  assert.ok(traces.every((t) => t.type === 'scatter' && t.x.length === 1 && t.x[0] === null));
+  const view = { left: 0, top: 0, width: 1000, height: 8 * 24, x0: 0, x1: n, rows: 8 };
+  const drawn = rectangles(list, view);
+  assert.equal(drawn.reduce((a, g) => a + g.count, 0), n);
+});
+
+test('the canvas draws each span as a rectangle on its row, clipped, a pixel at least', () => {
+  const ev = columns([
+    { name: 'forward', start: 10, end: 20, rank: 0 },
+    { name: 'forward', start: 30, end: 30.0001, rank: 1 }, // far below a pixel
+    { name: 'forward', start: 90, end: 150, rank: 0 }, // past the right edge: clipped
+    { name: 'forward', start: 200, end: 210, rank: 0 }, // off the view: left out
+    { name: 'train_step', start: 0, end: 25, rank: 0 },
+    { name: 'mark', start: 5, end: null, rank: 0 }, // an instant: Plotly's marker, not here
+  ]);
+  const { row } = assignRows(ev, []);
+  const list = layers(ev, row, 0);
+  const view = { left: 0, top: 0, width: 100, height: 48, x0: 0, x1: 100, rows: 2 };
+  const groups = rectangles(list, view);
+  assert.deepEqual([...new Set(groups.map((g) => g.category))].sort(), ['forward', 'train_step']);
+  const rects = (category) => groups.filter((g) => g.category === category)
+    .flatMap((g) => Array.from({ length: g.count }, (_, k) => Array.from(g.rects.slice(4 * k, 4 * k + 4))))
+    .sort((a, b) => a[0] - b[0]);
+  const inner = lineWidth(1, 24); // the first forward is inside train_step: thinner
+  const outer = lineWidth(0, 24);
+  assert.deepEqual(rects('forward'), [
+    [10, 12 - inner / 2, 20, 12 + inner / 2],
+    [30, 36 - outer / 2, 31, 36 + outer / 2], // rank 1's row, a pixel wide
+    [90, 12 - outer / 2, 100, 12 + outer / 2], // clipped at the right edge
+  ]);
+  assert.deepEqual(rects('train_step'), [[0, 12 - outer / 2, 25, 12 + outer / 2]]);
+  // A category hidden in the legend is not drawn.
+  assert.deepEqual(rectangles(list, view, new Set(['forward'])).map((g) => g.category), ['train_step']);
+  assert.equal(mix('#000000', '#ffffff', 0.5), '#808080');
+  assert.deepEqual(rgba('#ff0000'), [1, 0, 0, 1]);
 });
 
 // ------------------------------------------------------------------ picking

@@ -82,7 +82,7 @@ export function renderDetails(panel, e, origin, runId) {
     dl.append(h('dt', {}, label), h('dd', { dataset: { field: label.toLowerCase() } }, text));
   }
   const url = sampleUrl(runId, e);
-  panel.replaceChildren(h('h2', {}, String(e.name)), dl,
-    url ? h('a', { class: 'button-link sample-link', href: url }, 'Open its sample in the sample viewer') : null);
+  panel.replaceChildren(h('h2', {}, String(e.name)), dl);
+  if (url) panel.append(h('a', { class: 'button-link sample-link', href: url }, 'Open its sample in the sample viewer'));
   panel.dataset.span = String(e.name);
 }

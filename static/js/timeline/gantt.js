@@ -1,13 +1,13 @@
 // @ts-check
 // The Timeline's Plotly figure: one row per lane (y = row number, top to bottom), x = seconds
-// since the origin, the layers of timeline/segments.js as `scattergl` traces (WebGL lines for
-// spans, markers for instants), one legend entry per colour. Zoom and pan move x only; the
-// page's own hover and click find spans (timeline/pick.js), so Plotly's hover is off. Pure:
-// tested with `node --test tests/js/`.
+// since the origin, one legend entry per colour, the instants as markers. The spans are drawn
+// under it by timeline/canvas.js (the plot's backgrounds are transparent), the legend entries
+// of their colours are empty traces that only show and toggle them. Zoom and pan move x only;
+// the page's own hover and click find spans (timeline/pick.js), so Plotly's hover is off.
+// Pure: tested with `node --test tests/js/`.
 
 import { escapePlotly } from '../core/text.js';
 import { clockText } from './details.js';
-import { lineWidth } from './segments.js';
 
 /** A row's height in pixels, and the plot's margins around the rows. */
 export const ROW_PX = 24;
@@ -20,26 +20,29 @@ export function plotHeight(rows) {
 }
 
 /**
- * The traces of `layers` (timeline/segments.js): each carries `meta.layer`, its position in
- * `layers`, so the page maps a trace back to its events.
+ * The traces of `layers` (timeline/segments.js): for spans an empty line trace per category,
+ * the legend entry (the canvas draws them); for instants their markers (SVG: few, and Plotly
+ * keeps them on the axes while zooming). Each carries `meta.layer`, its position in `layers`,
+ * and `meta.category`.
  * @param {import('./segments.js').Layer[]} list
  */
 export function ganttTraces(list) {
   const shown = new Set();
-  return list.map((l, k) => {
+  const out = [];
+  list.forEach((l, k) => {
     const first = !shown.has(l.category);
     shown.add(l.category);
-    const common = {
-      type: 'scattergl', x: l.x, y: l.y, name: escapePlotly(l.category), legendgroup: l.category,
-      showlegend: first, hoverinfo: 'skip', meta: { layer: k, category: l.category },
-    };
+    const common = { type: 'scatter', name: escapePlotly(l.category), legendgroup: l.category,
+      hoverinfo: 'skip', meta: { layer: k, category: l.category, instant: l.instant } };
     if (l.instant) {
-      return { ...common, mode: 'markers',
-        marker: { symbol: 'diamond', size: 11, color: l.color, line: { width: 1, color: '#ffffff' } } };
+      out.push({ ...common, mode: 'markers', x: l.x, y: l.y, showlegend: first, cliponaxis: true,
+        marker: { symbol: 'diamond', size: 11, color: l.color, line: { width: 1, color: '#ffffff' } } });
+    } else if (first) {
+      out.push({ ...common, mode: 'lines', x: [null], y: [null], showlegend: true,
+        line: { color: l.color, width: 8 } });
     }
-    return { ...common, mode: 'lines', connectgaps: false,
-      line: { color: l.color, width: lineWidth(l.depth, ROW_PX) } };
   });
+  return out;
 }
 
 /**
@@ -54,13 +57,15 @@ export function ganttLayout(rows, win, origin, theme = {}) {
   return {
     height: plotHeight(n),
     margin: { t: TOP_PX - 20, b: BOTTOM_PX, l: 10, r: 16, pad: 4 },
-    paper_bgcolor: theme.bg || '#ffffff',
-    plot_bgcolor: theme.bg || '#ffffff',
+    // Transparent: the spans' canvas is under the plot (the page's box gives the background).
+    paper_bgcolor: 'rgba(0,0,0,0)',
+    plot_bgcolor: 'rgba(0,0,0,0)',
     font: { family: theme.font, color: theme.fg, size: 12 },
     showlegend: true,
     legend: { orientation: 'h', x: 0, xanchor: 'left', y: 1, yanchor: 'bottom', itemsizing: 'constant' },
     hovermode: false,
     dragmode: 'zoom',
+    modebar: { bgcolor: 'rgba(0,0,0,0)', color: theme.muted, activecolor: theme.fg },
     xaxis: {
       range: [win.start - origin, win.end - origin], ticksuffix: ' s', zeroline: false,
       showgrid: true, gridcolor: theme.grid, linecolor: theme.grid, automargin: true,
@@ -71,11 +76,6 @@ export function ganttLayout(rows, win, origin, theme = {}) {
       tickmode: 'array', tickvals: rows.map((_, i) => i), ticktext: rows.map((r) => escapePlotly(r.label)),
       automargin: true, ticks: '', tickfont: { size: 12 },
     },
-    // Row bands: every other row shaded, so a long row is easy to follow across the plot.
-    shapes: rows.flatMap((_, i) => (i % 2 ? [{
-      type: 'rect', xref: 'paper', x0: 0, x1: 1, y0: i - 0.5, y1: i + 0.5, layer: 'below',
-      line: { width: 0 }, fillcolor: theme.grid || '#eef0f4', opacity: 0.5,
-    }] : [])),
   };
 }
 

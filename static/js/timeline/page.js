@@ -7,6 +7,7 @@
 
 import { h, loadPlotly, snippet, themeColors } from '../core/dom.js';
 import { getEvents, traceUrl } from './api.js';
+import { SpanCanvas, mix } from './canvas.js';
 import { clockText, eventAt, renderDetails } from './details.js';
 import { Debounced, RunWatch } from './follow.js';
 import { GANTT_CONFIG, ganttLayout, ganttTraces } from './gantt.js';
@@ -34,6 +35,8 @@ export class TimelinePage {
     this.plot = /** @type {PlotlyElement} */ (byId('gantt'));
     this.panel = byId('span-details');
     this.tip = byId('span-tip');
+    this.outline = byId('span-outline');
+    this.spans = new SpanCanvas(/** @type {HTMLElement} */ (this.plot.parentElement));
     /** @type {import('./window.js').TimeWindow | null} the window asked for; null: the newest */
     this.asked = parseWindow(location.search);
     /** @type {import('./window.js').TimeWindow | null} the window drawn */
@@ -49,6 +52,8 @@ export class TimelinePage {
     this.loads = 0;
     this.draws = 0;
     this.drawMs = null;
+    this.timings = null;
+    this.reacting = false;
     this.controller = null;
     this.plotly = loadPlotly(/** @type {HTMLLinkElement} */ (byId('plotly-src')).href);
     this.refetch = new Debounced(() => this.load());
@@ -99,8 +104,11 @@ export class TimelinePage {
         this.showEmpty(true);
         return;
       }
+      const asked = performance.now();
       const body = await getEvents(this.runId, win, { signal: controller.signal });
       if (ticket !== this.loads) return;
+      // Where a load's time goes (ms, performance.now()): for bench/timeline_page.py.
+      this.timings = { asked, received: performance.now() };
       this.extent = validExtent(body.extent) ?? this.extent;
       if (!this.extent && !body.events.name.length) {
         this.showEmpty(true);
@@ -112,6 +120,7 @@ export class TimelinePage {
       byId('load-error').textContent = '';
     } catch (err) {
       if (err?.name === 'AbortError' || ticket !== this.loads) return;
+      console.warn(err);
       byId('load-error').textContent = `Could not load the events: ${err.message}`;
     } finally {
       if (ticket === this.loads) delete this.root.dataset.loading;
@@ -155,12 +164,25 @@ export class TimelinePage {
     this.shown = { events, rows, row, list, layerOf, index: null };
     this.win = win;
     this.selected = keep ? this.find(keep) : -1;
+    const built = performance.now();
     const Plotly = await this.plotly;
     const t0 = performance.now();
-    this.figure = { data: ganttTraces(list), layout: ganttLayout(rows, win, this.origin, themeColors()) };
-    await Plotly.react(this.plot, this.figure.data, this.layoutWithSelection(), GANTT_CONFIG);
-    this.drawMs = performance.now() - t0;
+    const hidden = this.hiddenCategories();
+    const data = ganttTraces(list).map((t) => (hidden.has(t.meta.category) ? { ...t, visible: 'legendonly' } : t));
+    const theme = themeColors();
+    this.figure = { data, layout: ganttLayout(rows, win, this.origin, theme) };
+    this.spans.setData(list);
+    this.spans.band = mix(theme.grid || '#e7eaf0', theme.bg || '#ffffff', 0.45);
+    this.reacting = true; // its afterplot would paint the spans before the last of them
+    try {
+      await Plotly.react(this.plot, this.figure.data, this.figure.layout, GANTT_CONFIG);
+    } finally {
+      this.reacting = false;
+    }
     this.listen();
+    this.paint();
+    this.drawMs = performance.now() - t0;
+    if (this.timings) Object.assign(this.timings, { built, plotly: t0, drawn: performance.now() });
     this.showSelected();
     const counts = drawnCounts(list);
     this.describe(body, win, rows.length, counts);
@@ -239,11 +261,20 @@ export class TimelinePage {
     this.goTo(move());
   }
 
-  /** Plotly's events and the pointer, attached once the plot exists. */
+  /** Plotly's events and the pointer's, attached once the plot exists. */
   listen() {
     if (this.listening) return;
     this.listening = true;
     this.plot.on('plotly_relayout', (ev) => this.onRelayout(ev));
+    // While a pan drags, the spans follow it; after any redraw (a zoom, a resize), they are
+    // drawn again for the axes as they are; a legend click shows or hides a colour.
+    this.plot.on('plotly_relayouting', (ev) => {
+      this.outline.hidden = true;
+      const moved = relayoutWindow(ev, 0);
+      if (moved && 'window' in moved) this.paint([moved.window.start, moved.window.end]);
+    });
+    this.plot.on('plotly_afterplot', () => this.reacting || this.paint());
+    this.plot.on('plotly_restyle', () => this.paint());
     this.plot.addEventListener('pointerdown', (ev) => { this.press = { x: ev.clientX, y: ev.clientY }; }, true);
     document.addEventListener('pointerup', (ev) => {
       const press = this.press;
@@ -270,6 +301,33 @@ export class TimelinePage {
     else if (!sameWindow(moved.window, this.win)) this.goTo(moved.window);
   }
 
+  // ---------------------------------------------------------------- painting
+
+  /** The categories hidden in the legend (a click on their entry). */
+  hiddenCategories() {
+    return new Set((this.plot.data || []).filter((t) => t.visible === 'legendonly')
+      .map((t) => t.meta?.category));
+  }
+
+  /**
+   * Draw the spans for the plot area as it is (or for the x `range`, seconds since the origin,
+   * while a pan drags), and place the selection's outline.
+   * @param {[number, number] | null} [range]
+   */
+  paint(range = null) {
+    const fl = this.plot._fullLayout;
+    if (!fl || !this.shown) return;
+    const xa = fl.xaxis;
+    const ya = fl.yaxis;
+    const box = /** @type {HTMLElement} */ (this.plot.parentElement).getBoundingClientRect();
+    const at = this.plot.getBoundingClientRect();
+    const [x0, x1] = range ?? xa.range;
+    this.spans.hidden = this.hiddenCategories();
+    this.spans.draw({ left: at.left - box.left + xa._offset, top: at.top - box.top + ya._offset,
+      width: xa._length, height: ya._length, x0, x1, rows: this.shown.rows.length });
+    if (!range) this.placeOutline();
+  }
+
   // ---------------------------------------------------------------- picking
 
   /** The event under a point of the page (client px), or -1. */
@@ -287,9 +345,8 @@ export class TimelinePage {
     if (r < 0) return -1;
     if (!s.index) s.index = new RowIndex(s.events.start, s.events.end, s.row, s.rows.length);
     const perPx = Math.abs(xa.range[1] - xa.range[0]) / xa._length;
-    const hidden = new Set((this.plot.data || []).filter((t) => t.visible === 'legendonly')
-      .map((t) => t.meta?.layer));
-    const accept = hidden.size ? (i) => !hidden.has(s.layerOf[i]) : null;
+    const hidden = this.hiddenCategories();
+    const accept = hidden.size ? (i) => !hidden.has(s.list[s.layerOf[i]].category) : null;
     return s.index.at(r, this.origin + xa.p2l(px), PICK_PX * perPx, accept);
   }
 
@@ -309,32 +366,44 @@ export class TimelinePage {
   }
 
   /** Show event `i` (-1: none) in the panel and outline it on the plot. */
-  async select(i) {
+  select(i) {
     if (i === this.selected && i < 0) return;
     this.selected = i;
     this.showSelected();
-    const Plotly = await this.plotly;
-    await Plotly.react(this.plot, this.figure.data, this.layoutWithSelection(), GANTT_CONFIG);
   }
 
   showSelected() {
     const i = this.selected;
     renderDetails(this.panel, i >= 0 ? eventAt(this.shown.events, i) : null, this.origin, this.runId);
+    this.placeOutline();
   }
 
-  /** The layout with an outline around the selected span (or a ring around an instant). */
-  layoutWithSelection() {
-    const layout = this.figure.layout;
+  /**
+   * The outline around the selected span (a few pixels wider than an instant or a very short
+   * span), an element over the plot: selecting redraws nothing.
+   */
+  placeOutline() {
+    const box = this.outline;
     const i = this.selected;
-    if (i < 0) return layout;
+    const fl = this.plot._fullLayout;
+    if (i < 0 || !fl) {
+      box.hidden = true;
+      return;
+    }
+    const xa = fl.xaxis;
+    const ya = fl.yaxis;
     const e = this.shown.events;
+    const lo = xa._offset;
+    const hi = xa._offset + xa._length;
+    const x0 = Math.max(lo, xa._offset + xa.l2p(e.start[i] - this.origin) - 3);
+    const x1 = Math.min(hi, xa._offset + xa.l2p((e.end[i] ?? e.start[i]) - this.origin) + 3);
     const r = this.shown.row[i];
-    // An instant (or a span thinner than a few pixels) gets a few pixels' room either side.
-    const room = 3 * (this.win.end - this.win.start) / (this.plot.clientWidth || 1200);
-    const x0 = e.start[i] - this.origin - room;
-    const x1 = (e.end[i] ?? e.start[i]) - this.origin + room;
-    const outline = { type: 'rect', x0, x1, y0: r - 0.45, y1: r + 0.45, xref: 'x', yref: 'y',
-      line: { width: 2, color: themeColors().fg || '#1d2330' }, fillcolor: 'rgba(0,0,0,0)' };
-    return { ...layout, shapes: [...layout.shapes, outline] };
+    const y0 = ya._offset + ya.l2p(r - 0.45);
+    const y1 = ya._offset + ya.l2p(r + 0.45);
+    box.hidden = x1 <= x0;
+    const at = this.plot.getBoundingClientRect();
+    const parent = /** @type {HTMLElement} */ (box.offsetParent ?? box.parentElement).getBoundingClientRect();
+    Object.assign(box.style, { left: `${at.left - parent.left + x0}px`, width: `${x1 - x0}px`,
+      top: `${at.top - parent.top + Math.min(y0, y1)}px`, height: `${Math.abs(y1 - y0)}px` });
   }
 }

@@ -112,9 +112,11 @@ export function partialNote(body) {
 
 /** A gauge line's name: its host and device, as many as it has. */
 export function gaugeLabel(series) {
-  const parts = [series.host, series.device].filter((v) => v !== null && v !== undefined && v !== '');
-  if (!parts.length) return 'value';
-  return parts.length === 2 ? `${parts[0]} · device ${parts[1]}` : String(parts[0]);
+  const known = (v) => v !== null && v !== undefined && v !== '';
+  const parts = [];
+  if (known(series.host)) parts.push(String(series.host));
+  if (known(series.device)) parts.push(`device ${series.device}`);
+  return parts.length ? parts.join(' · ') : 'value';
 }
 
 /**
