@@ -170,6 +170,14 @@ def test_a_zoom_refetches_the_window_and_a_copied_url_opens_the_same_view(
     fresh.wait_for_selector("#timeline[data-drawn]", state="attached", timeout=20_000)
     assert drawn(fresh)["range"] == pytest.approx([lo, hi], abs=1e-4)
     assert drawn(fresh)["segments"] == fig["segments"]
+    # "Newest" goes back to the run's newest events (here all of them), following the run.
+    draws = int(fresh.get_attribute("#timeline", "data-drawn"))
+    fresh.click("#follow-newest")
+    fresh.wait_for_function("n => Number(document.getElementById('timeline').dataset.drawn) > n",
+                            arg=draws, timeout=10_000)
+    assert "start=" not in fresh.url
+    assert sum(drawn(fresh)["segments"].values()) == 13
+    assert fresh.get_attribute("#follow-newest", "aria-pressed") == "true"
     fresh.close()
 
 
