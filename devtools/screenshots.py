@@ -28,6 +28,8 @@ PAGES = [
     ("overview.png", "/runs/{run}", ".js-plotly-plot"),
     ("metrics-all.png", "/runs/{run}/metrics", ".js-plotly-plot"),
     ("samples.png", "/runs/{run}/samples?step=120", "table, .sample, [data-sample]"),
+    ("timeline.png", "/runs/{run}/timeline", "#gantt canvas"),
+    ("performance.png", "/runs/{run}/performance", "#performance .js-plotly-plot"),
 ]
 
 
