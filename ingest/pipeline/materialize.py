@@ -50,9 +50,9 @@ MAX_DELAY_SECONDS = 0.25  # ... or it has waited this long under a steady stream
 # a drain whose pass found fewer than GATHER_STEPS dirty steps ends there (the rest gathers).
 GATHER_SECONDS = 0.1
 GATHER_STEPS = 64
-# A streaming run's timeline series are recomputed at most this often (a pass reads all of its
-# events: ~0.1–0.5 s at a million); a barrier waiting has them recomputed at once.
-TIMELINE_SECONDS = 1.0
+# A streaming run's timeline series are recomputed at most this often (a pass decodes the new
+# batches and recomputes the steps they touch); a barrier waiting has them recomputed at once.
+TIMELINE_SECONDS = 0.25
 PROGRESS_SECONDS = 0.5  # a backlog reports the steps it has left at most this often
 CLAIM_SECONDS = 60.0  # a claim not released by then (its process died) lapses
 MAX_PASSES = 10_000  # per run and drain: a step rewritten without pause cannot hold it forever
@@ -354,6 +354,48 @@ def materialize_pass(run_id: int) -> tuple[Outcome | None, int]:
     return (None, 0) if result is None else write_counted(run_id, result)
 
 
+@dataclass
+class Written:
+    """A pass the worker computed and wrote in one call (`pass_written`): its last step, how
+    many steps and samples it had, its outcome to publish and the steps still dirty after it."""
+
+    last_step: int
+    steps: int
+    samples: int
+    outcome: Outcome | None
+    left: int
+
+
+def pass_written(run_id: int, after: int | None) -> Written | None:
+    """(In the worker) the first dirty steps after `after`, aggregated and written; None when
+    there were none."""
+    result = compute_dirty(run_id, after)
+    if result is None:
+        return None
+    outcome, left = write_counted(run_id, result)
+    return Written(result.steps[-1], len(result.steps), int(result.n.sum()), outcome, left)
+
+
+class _Progress:
+    """A drain's progress for live pages: the steps left after each pass while a backlog of
+    more than a pass waits (at most every PROGRESS_SECONDS), then 0 when it is done."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self.reported_at: float | None = None
+
+    async def left(self, left: int) -> None:
+        now = time.monotonic()
+        backlog = left > STEPS_PER_PASS or (self.reported_at is not None and left)
+        if backlog and (self.reported_at is None or now - self.reported_at >= PROGRESS_SECONDS):
+            await broadcast.publish_progress(self.run_id, left)
+            self.reported_at = now
+
+    async def done(self) -> None:
+        if self.reported_at is not None:
+            await broadcast.publish_progress(self.run_id, 0)
+
+
 def behind(run_id: int) -> dict[int, int]:
     """{step: version} of the run's steps whose latest samples are not aggregated yet."""
     with connection.cursor() as cur:
@@ -473,7 +515,8 @@ class Materializer:
     async def _drain(self, run_id: int, *, urgent: bool = False) -> None:
         """Pass after pass until the run has no dirty step, publishing each pass's points as
         it commits; the next pass is aggregated while this one is written (on the server's
-        threads; one worker process takes the write, then the next pass). A backlog of more
+        threads), or, in the worker process, computed and written in one call while this one's
+        points are published. A backlog of more
         than a pass (say, after a range change; not the step a live stream is writing) also
         publishes its progress, at most every PROGRESS_SECONDS, then 0 when done."""
         try:
@@ -488,7 +531,55 @@ class Materializer:
             raise
 
     async def _passes(self, run_id: int) -> None:
-        reported_at = None
+        progress = _Progress(run_id)
+        if worker_pool() is not None:
+            await self._worker_passes(run_id, progress)
+        else:
+            await self._thread_passes(run_id, progress)
+        await progress.done()
+        await self._offload(compact, run_id)
+
+    def _small(self, run_id: int, steps: int, samples: int) -> bool:
+        """A small pass of a stream ends the drain: what arrives meanwhile gathers for the next
+        one (a barrier waiting makes it urgent: no gathering then)."""
+        return (steps < min(GATHER_STEPS, STEPS_PER_PASS) and samples < SAMPLES_PER_PASS // 4
+                and not self._urgent(run_id))
+
+    async def _worker_passes(self, run_id: int, progress: _Progress) -> None:
+        """Each pass computed and written by the worker in one call (`pass_written`: its
+        aggregates never travel to this process and back); the next pass is submitted before
+        this one's points are published, so the worker aggregates while they are."""
+        after: int | None = None  # the last step of the pass just written
+        ahead: asyncio.Future[Written | None] | None = self._written(run_id, None)
+        try:
+            for _ in range(MAX_PASSES):
+                assert ahead is not None  # (None only on the way out)
+                done = await ahead
+                ahead = None
+                if done is None:
+                    if after is None:
+                        break
+                    after = None  # from the start again: steps re-dirtied meanwhile
+                    ahead = self._written(run_id, None)
+                    continue
+                after = done.last_step
+                if not self._small(run_id, done.steps, done.samples):
+                    ahead = self._written(run_id, after)
+                if done.outcome is not None:
+                    await broadcast.publish(done.outcome)
+                await progress.left(done.left)
+                if ahead is None:
+                    break
+        finally:
+            if ahead is not None:  # never leave a pass running unowned (it writes all the same)
+                await asyncio.wait([ahead])
+
+    def _written(self, run_id: int, after: int | None) -> asyncio.Future[Written | None]:
+        return asyncio.ensure_future(self._offload(pass_written, run_id, after))
+
+    async def _thread_passes(self, run_id: int, progress: _Progress) -> None:
+        """On the server's threads: the next pass is aggregated (on the `ahead` thread) while
+        this one is written (on the materializer's)."""
         after: int | None = None  # the last step of the pass being written
         ahead: asyncio.Future[PassResult | None] | None = self._compute(run_id, None)
         try:
@@ -502,22 +593,13 @@ class Materializer:
                     ahead = self._compute(run_id, None)
                     continue
                 after = result.steps[-1]
-                # A small pass of a stream ends the drain: what arrives meanwhile gathers for
-                # the next one (a barrier waiting makes it urgent: no gathering then).
-                small = (len(result.steps) < min(GATHER_STEPS, STEPS_PER_PASS)
-                         and int(result.n.sum()) < SAMPLES_PER_PASS // 4
-                         and not self._urgent(run_id))
-                # (the write first: one worker process takes them in this order)
+                small = self._small(run_id, len(result.steps), int(result.n.sum()))
                 write = asyncio.ensure_future(self._offload(write_counted, run_id, result))
                 ahead = None if small else self._compute(run_id, after)
                 outcome, left = await write
                 if outcome is not None:
                     await broadcast.publish(outcome)
-                now = time.monotonic()
-                backlog = left > STEPS_PER_PASS or (reported_at is not None and left)
-                if backlog and (reported_at is None or now - reported_at >= PROGRESS_SECONDS):
-                    await broadcast.publish_progress(run_id, left)
-                    reported_at = now
+                await progress.left(left)
                 if ahead is None:
                     break
         finally:
@@ -526,9 +608,6 @@ class Materializer:
                 unused = None if ahead.cancelled() or ahead.exception() else ahead.result()
                 if unused is not None:  # the loop ended early: give its claimed steps back
                     await self._call(release, run_id, unused.steps)
-        if reported_at is not None:
-            await broadcast.publish_progress(run_id, 0)
-        await self._offload(compact, run_id)
 
     async def _timeline(self, run_id: int, urgent: bool) -> None:
         """The run's timeline series, recomputed from all of its events if they changed: at
@@ -551,8 +630,6 @@ class Materializer:
         self.kick(run_id)
 
     def _compute(self, run_id: int, after: int | None) -> asyncio.Future[PassResult | None]:
-        if worker_pool() is not None:
-            return asyncio.ensure_future(self._offload(compute_dirty, run_id, after))
         return asyncio.ensure_future(database_sync_to_async(
             compute_dirty, thread_sensitive=False, executor=self.ahead)(run_id, after))
 
