@@ -18,12 +18,12 @@ from __future__ import annotations
 import time
 from typing import Any, TypeGuard
 
-import numpy as np
-from django.db import DataError, connection, transaction
+from django.db import DataError, transaction
 
-from ingest.core import categorical, pointstore
+from ingest.core import categorical
 from ingest.core.commit import Outcome, PointWriter, publish_series_pks
 from ingest.core.series_ids import series_id
+from ingest.write import steps
 from ingest.write.runs import resolve_run
 from trainer_hooks.wire import protocol as p
 
@@ -80,19 +80,12 @@ def _apply(project_id: int, msgs: list[p.Step],
     if any(categorical.kinds(pks).values()):
         raise Fallback("a key of the group holds strings")
     pk_of = dict(zip(keys, pks, strict=True))
-    sid_of = {k: series_id("step", k) for k in keys}
     now = time.time()
     applied = [m for m in msgs if fresh[m.id] is m]
-    sizes = [len(m.metrics) for m in applied]
-    times = [m.time if m.time is not None else now for m in applied]
-    # All the group's points as one block: None (and a bool) become what float() makes of them.
-    writer.add_block(pointstore.Block.of(
-        [pk_of[k] for m in applied for k in m.metrics],
-        np.repeat([m.step for m in applied], sizes), np.repeat(times, sizes),
-        [v for m in applied for v in m.metrics.values()]),
-        {pk_of[k]: sid for k, sid in sid_of.items()})
-    for m, t in zip(applied, times, strict=True):
-        writer.see_step(m.step, t)
+    steps.add_numeric(writer, [(m.step, steps.point_time(m.time, now),
+                                [pk_of[k] for k in m.metrics], list(m.metrics.values()))
+                               for m in applied],
+                      {pk_of[k]: series_id("step", k) for k in keys})
     first = next((m for m in msgs if fresh[m.id] is m), None)
     outcome = writer.finish(first.id if first else msgs[0].id, run_created=False)
     publish_series_pks(created)
@@ -108,20 +101,11 @@ def _apply(project_id: int, msgs: list[p.Step],
 
 
 def _claim(run_id: int, msgs: list[p.Step]) -> dict[str, p.Step | None]:
-    """Claim the messages' ids for the run: {id: the message that applies it, or None when the
-    run applied it before}. A repeated id applies once, the first time."""
-    ids = list(dict.fromkeys(m.id for m in msgs))
-    marks = ", ".join(["%s"] * len(ids))
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT msg_id FROM ingest_ingestedmessage WHERE run_id = %s AND msg_id IN"
-                    f" ({marks})", [run_id, *ids])
-        applied = {row[0] for row in cur.fetchall()}
-        now = time.time()
-        cur.executemany("INSERT INTO ingest_ingestedmessage (run_id, msg_id, received_at)"
-                        " VALUES (%s, %s, %s)",
-                        [(run_id, i, now) for i in ids if i not in applied])
+    """{id: the message that applies it, or None when the run applied it before}: a repeated
+    id applies once, the first time (`steps.claim`)."""
+    new = steps.claim(run_id, [m.id for m in msgs])
     fresh: dict[str, p.Step | None] = {}
     for m in msgs:
         if m.id not in fresh:
-            fresh[m.id] = None if m.id in applied else m
+            fresh[m.id] = m if m.id in new else None
     return fresh

@@ -23,7 +23,7 @@ from ingest.core.observed import merge_observed
 from ingest.core.ranges import env_ranges
 from ingest.core.series_ids import series_id
 from ingest.models import Environment, Run, Series
-from ingest.write import events
+from ingest.write import events, steps
 from ingest.write.runs import Resolved, resolve_run
 from trainer_hooks.wire import protocol as p
 
@@ -36,7 +36,7 @@ def apply_message(project_id: int, msg: p.AnyMessage,
     with transaction.atomic():
         found = resolve_run(project_id, msg)
         run = found.run
-        if not _claim_message(run.pk, msg.id):
+        if not steps.claim(run.pk, [msg.id]):
             reply = {"type": "ack", "id": msg.id, "duplicate": True}
             return Outcome(_with_run(reply, msg, found), run_id=run.pk)
         writer = PointWriter(run, created)
@@ -58,25 +58,13 @@ def _with_run(reply: dict[str, Any], msg: p.AnyMessage, found: Resolved) -> dict
 
 
 
-def _claim_message(run_id: int, msg_id: str) -> bool:
-    with connection.cursor() as cur:
-        cur.execute(
-            "INSERT INTO ingest_ingestedmessage (run_id, msg_id, received_at) VALUES (%s, %s, %s)"
-            " ON CONFLICT (run_id, msg_id) DO NOTHING",
-            [run_id, msg_id, _time.time()],
-        )
-        return cur.rowcount == 1
-
-
-
-
 # ---------------------------------------------------------------- handlers
 
 
 def _apply_step(w: PointWriter, msg: p.Step) -> None:
     """Numbers (bools as 0/1) and strings (categorical keys, see ingest.core.categorical); a value
     of the kind its key does not hold is left out and reported in the ack."""
-    t = msg.time if msg.time is not None else _time.time()
+    t = steps.point_time(msg.time, _time.time())
     left_out = {f"metrics.{k}": why for k, why in msg.left_out.items()}
     keys = [("step", k, None, None) for k in msg.metrics]
     pks = w.series_pks(keys)
@@ -91,8 +79,8 @@ def _apply_step(w: PointWriter, msg: p.Step) -> None:
         left_out[f"metrics.{k}"] = "a number, but this key holds strings (categorical)"
     for k in set(msg.text) - {k for k, _, _ in txt}:
         left_out[f"metrics.{k}"] = "a string, but this key holds numbers"
-    w.add_points([series_id("step", k) for k, _, _ in num], [pk for _, pk, _ in num],
-                 msg.step, t, [v for _, _, v in num])
+    steps.add_numeric(w, [(msg.step, t, [pk for _, pk, _ in num], [v for _, _, v in num])],
+                      {pk: series_id("step", k) for k, pk, _ in num})
     for k, pk, text in txt:
         [code] = categorical.codes(pk, [text])
         w.add_points([series_id("step", k)], [pk], msg.step, t, [float(code)], shown=[text])
@@ -102,8 +90,7 @@ def _apply_step(w: PointWriter, msg: p.Step) -> None:
         nulls = [series_id("step", k) for k in msg.nulls]
         Series.objects.filter(Q(pk__in=pks) | Q(run_id=w.run.pk, sid__in=nulls)).update(
             nonfinite_count=F("nonfinite_count") + 1)
-    w.left_out = left_out
-    w.see_step(msg.step, t)
+    w.left_out = left_out  # (the step was seen by add_numeric, at its time)
 
 
 def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
