@@ -129,9 +129,10 @@ class Cells:
         every statistic is then one reduction over the parts."""
         selected, xs = self.take(mask), self.take(x)
         n = self._counts(selected)
-        mean, std = self._mean_std(x, mask, xs, selected, n)
-        lo = self._reduce(np.where(selected, xs, np.inf), np.minimum, NAN)
-        hi = self._reduce(np.where(selected, xs, -np.inf), np.maximum, NAN)
+        pick = None if bool(selected.all()) else selected  # None: every value (no `where`)
+        mean, std = self._mean_std(x, mask, xs, pick, n)
+        lo = self._reduce(_where(pick, xs, np.inf), np.minimum, NAN)
+        hi = self._reduce(_where(pick, xs, -np.inf), np.maximum, NAN)
         empty = n == 0
         mean[empty] = lo[empty] = hi[empty] = NAN
         return {"mean": mean, "std": std, "min": lo, "max": hi}
@@ -140,17 +141,17 @@ class Cells:
         """Per cell, the mean of the selected (finite) values; NaN where there are none."""
         return self.moments(x, mask)["mean"]
 
-    def _mean_std(self, x: np.ndarray, mask: np.ndarray, xs: np.ndarray, selected: np.ndarray,
-                  n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _mean_std(self, x: np.ndarray, mask: np.ndarray, xs: np.ndarray,
+                  selected: np.ndarray | None, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per cell mean and std of the selected values (in part order). A cell whose sum or
         squared deviations overflow (finite values near 1e154 and over: [1e308, 1e308] sums to
         inf) is computed again on its values divided by their largest magnitude, then scaled
         back: a mean is never lost, nor a std the float range holds. The other cells keep the
         bits they have."""
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            mean = self._reduce(np.where(selected, xs, 0.0)) / n
-            d = np.where(selected, xs - mean[self.all_cell], 0.0)  # x may be NaN or inf elsewhere
-            e = np.where(selected, xs - mean[self.key], 0.0)
+            mean = self._reduce(_where(selected, xs, 0.0)) / n
+            d = _where(selected, xs - mean[self.all_cell], 0.0)  # x may be NaN or inf elsewhere
+            e = _where(selected, xs - mean[self.key], 0.0)
             squares = np.full(self.size, 0.0)
             if self.part_starts.size:
                 squares[self.step_cells] = np.add.reduceat(
@@ -271,6 +272,11 @@ class Units:
         grid = np.full((self.starts.size, width), np.inf)
         grid[row, np.arange(x.size) - self.starts[row]] = x
         return np.sort(grid, axis=1)[np.arange(width) < self.counts[:, None]]
+
+
+def _where(selected: np.ndarray | None, values: np.ndarray, fill: float) -> np.ndarray:
+    """The selected values, `fill` elsewhere; None selects every value (nothing to mask)."""
+    return values if selected is None else np.where(selected, values, fill)
 
 
 def _bincount_mean(cells: np.ndarray, values: np.ndarray, size: int
