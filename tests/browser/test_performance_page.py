@@ -148,3 +148,26 @@ def test_a_running_runs_new_events_and_gauges_arrive_without_a_reload(
     dashboard.post([events_msg("lv", "lv-ev2", later)])
     page.wait_for_function("() => document.getElementById('performance').dataset.buckets === '7'",
                            timeout=15_000)
+
+
+def test_low_gpu_utilisation_while_busy_is_flagged_with_its_evidence(
+        page: Any, dashboard: Dashboard) -> None:
+    # The lane generates without a break for 4 minutes while the GPUs read 8 %: every whole
+    # 60-s bucket is busy and its GPUs idle.
+    busy = [{"name": "generation", "start": T0 + 60 * k, "end": T0 + 60 * (k + 1),
+             "source": "inference", "server": 0, "slot": 0, "step": k, "tokens": 10}
+            for k in range(4)]
+    idle_gpus = [("gpu/util_pct", "node-1", d, T0 + 10 * i, 8.0) for d in (0, 1)
+                 for i in range(24)]
+    dashboard.post([events_msg("gpu", "gpu-ev", busy), gauges_msg("gpu", "gpu-g", idle_gpus)])
+    open_performance(page, dashboard, "gpu", "?bucket=60")
+    hint = page.locator("#health-hint")
+    hint.wait_for(state="visible", timeout=10_000)
+    assert "GPU utilisation low while the run is busy: 8% on average" in hint.inner_text()
+    assert "generated 100% of the time" in hint.inner_text()
+    # A run whose GPU readings cover only the first of its busy minutes is not flagged: no
+    # evidence for the others (the hint is drawn before the page marks itself drawn).
+    dashboard.post([events_msg("gpu2", "gpu2-ev", GENERATIONS),
+                    gauges_msg("gpu2", "gpu2-g", GAUGES)])
+    open_performance(page, dashboard, "gpu2", "?bucket=60")
+    assert page.is_hidden("#health-hint")

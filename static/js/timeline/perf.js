@@ -162,3 +162,46 @@ export function perfLayout(theme, { range = null, unit = '' } = {}) {
       ...(range ? { range, autorange: false } : { rangemode: 'tozero' }) },
   };
 }
+
+/** When GPU utilisation counts as low, and the run as busy (%), over how many buckets. */
+export const GPU_HINT = { gauge: 'gpu/util_pct', low: 30, busy: 50, buckets: 3 };
+
+/**
+ * The health hint "GPU utilisation low while the run is busy", or null: over the last
+ * `GPU_HINT.buckets` whole buckets in which the trainer worked or inference generated at least
+ * `busy` %, the mean of every `gpu/util_pct` point (all hosts and devices) stayed under `low` %.
+ * Returns the evidence: the buckets' start, the GPUs' mean and the run's busy share.
+ * @param {{bucket: number, time: number[], partial: boolean[], series: Record<string, (number|null)[]>}} perf
+ * @param {Record<string, {time: number[], value: (number|null)[]}[]>} gauges
+ */
+export function gpuIdleHint(perf, gauges, rule = GPU_HINT) {
+  const lines = gauges[rule.gauge] || [];
+  if (!lines.length || !perf.time.length) return null;
+  const busyAt = (i) => Math.max(perf.series.trainer_working_pct?.[i] ?? 0,
+    perf.series.inference_utilization_pct?.[i] ?? 0);
+  const found = [];
+  for (let i = perf.time.length - 1; i >= 0 && found.length < rule.buckets; i--) {
+    if (perf.partial[i] || busyAt(i) < rule.busy) continue;
+    const lo = perf.time[i];
+    const hi = lo + perf.bucket;
+    let sum = 0;
+    let n = 0;
+    for (const line of lines) {
+      line.time.forEach((t, k) => {
+        const v = line.value[k];
+        if (t >= lo && t < hi && typeof v === 'number' && Number.isFinite(v)) { sum += v; n += 1; }
+      });
+    }
+    if (!n) return null; // a busy bucket without GPU readings: no evidence either way
+    found.push({ time: lo, gpu: sum / n, busy: busyAt(i) });
+  }
+  if (found.length < rule.buckets || found.some((b) => b.gpu >= rule.low)) return null;
+  const mean = (key) => found.reduce((a, b) => a + b[key], 0) / found.length;
+  const from = found[found.length - 1].time;
+  return {
+    from, gpu: mean('gpu'), busy: mean('busy'), buckets: found.length,
+    message: `GPU utilisation low while the run is busy: ${mean('gpu').toFixed(0)}% on average `
+      + `over the last ${found.length} busy buckets (from ${clockText(from).slice(11, 19)}), while `
+      + `the trainer worked or inference generated ${mean('busy').toFixed(0)}% of the time`,
+  };
+}

@@ -9,8 +9,8 @@ import { h, loadPlotly, themeColors } from '../core/dom.js';
 import { getGauges, getPerformance } from './api.js';
 import { Debounced, RunWatch } from './follow.js';
 import {
-  BUCKET_CHARTS, bucketSearch, bucketTraces, gaugeSections, gaugeTraces, parseBucket, partialNote,
-  perfLayout,
+  BUCKET_CHARTS, bucketSearch, bucketTraces, gaugeSections, gaugeTraces, gpuIdleHint, parseBucket,
+  partialNote, perfLayout,
 } from './perf.js';
 
 const CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ['select2d', 'lasso2d'] };
@@ -57,6 +57,10 @@ export class PerformancePage {
       const Plotly = await this.plotly;
       await this.drawBuckets(Plotly, perf);
       await this.drawGauges(Plotly, gauges.gauges || {});
+      const hint = gpuIdleHint(perf, gauges.gauges || {});
+      const box = byId('health-hint');
+      box.hidden = !hint;
+      box.textContent = hint ? `⚠ ${hint.message}` : '';
       byId('load-error').textContent = '';
       Object.assign(this.root.dataset, { bucket: String(perf.bucket), buckets: String(perf.time.length),
         gauges: String(Object.keys(gauges.gauges || {}).length) });
