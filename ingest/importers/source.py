@@ -7,7 +7,7 @@ their tool's files; `ingest.importers.load` turns the rows into wire messages.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +16,13 @@ import orjson
 from trainer_hooks.wire.protocol import (
     MAX_KEY_CHARS,
     MAX_METRICS_PER_MESSAGE,
+    MAX_TEXT_CHARS,
     ProtocolError,
     check_key,
 )
+from trainer_hooks.wire.schema import deceptive
 
-Row = tuple[int, float | None, dict[str, float | bool | None]]  # step, unix time, metrics
+Row = tuple[int, float | None, dict[str, float | bool | str | None]]  # step, time, metrics
 
 def _visible(key: str) -> str:
     """`key` without what the wire refuses in a key (wire.schema.deceptive: control, format
@@ -71,29 +73,48 @@ def clean_run_name(name: str) -> str:
     return clean_key(name) or "imported"
 
 
-def scalar(value: Any) -> tuple[bool, float | bool | None]:
-    """(keep, value): numbers (NaN and ±Inf as None: the server counts them), bools; not
-    strings, lists, media or None (which a source writes for "not logged at this step")."""
-    if isinstance(value, bool):
-        return True, value
+TEXT_TOO_LONG = f"text over {MAX_TEXT_CHARS} characters or with control characters"
+
+
+def step_value(value: Any) -> tuple[Any, str | None]:
+    """(value, None) for a value a step stores — a number (NaN and ±Inf as None: the server
+    counts them), a bool, a string of at most MAX_TEXT_CHARS (a categorical key) — else
+    (None, why it is left out): media and histograms by their type, long text, anything else
+    (lists, objects, None, which a source writes for "not logged at this step")."""
+    if isinstance(value, (bool, str)):
+        if isinstance(value, str) and (len(value) > MAX_TEXT_CHARS or deceptive(value)):
+            return None, TEXT_TOO_LONG
+        return value, None
     if isinstance(value, (int, float)):
-        return True, float(value) if math.isfinite(value) else None
+        return (float(value) if math.isfinite(value) else None), None
     if hasattr(value, "item") and getattr(value, "size", 2) == 1:  # a numpy scalar
-        return scalar(value.item())
-    return False, None
+        return step_value(value.item())
+    if isinstance(value, Mapping) and isinstance(value.get("_type"), str):
+        return None, media_reason(value["_type"])
+    return None, "not a number"
+
+
+def media_reason(kind: str) -> str:
+    """How a left-out media value is counted: `histogram`, or `media (<its type>)`."""
+    return "histogram" if "histogram" in kind else f"media ({kind})"
+
+
+def count(skipped: dict[str, int], why: str, n: int = 1) -> None:
+    skipped[why] = skipped.get(why, 0) + n
 
 
 def clean_metrics(raw: Mapping[Any, Any], skipped: dict[str, int]) -> dict[str, Any]:
-    """The scalar metrics of one source row under valid keys; others counted in `skipped`."""
+    """The values of one source row a step stores, under valid keys; others counted in
+    `skipped`."""
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        keep, v = scalar(value)
-        if not keep:
-            skipped["not a number"] = skipped.get("not a number", 0) + 1
+        v, why = step_value(value)
+        if why is not None:
+            count(skipped, why)
             continue
         name = clean_key(key)
         if name is None:
-            skipped["bad key"] = skipped.get("bad key", 0) + 1
+            count(skipped, "bad key")
             continue
         out[name] = v
     return out
@@ -102,17 +123,80 @@ def clean_metrics(raw: Mapping[Any, Any], skipped: dict[str, int]) -> dict[str, 
 def merge_rows(rows: Iterable[tuple[int, float | None, Mapping[str, Any]]],
                skipped: dict[str, int]) -> list[Row]:
     """Rows by step, ascending: values logged at one step in several rows merged (a later one
-    wins), the step's time the latest of its rows'."""
+    wins), the step's time the latest of its rows'. A key is numeric or categorical from its
+    first value on (as the server keeps it): a later value of the other kind is left out."""
     by_step: dict[int, tuple[float | None, dict[str, Any]]] = {}
     for step, when, metrics in rows:
         if step is None or step < 0:
-            skipped["no step"] = skipped.get("no step", 0) + len(metrics)
+            count(skipped, "no step", len(metrics))
             continue
         old_time, old = by_step.get(step, (None, {}))
         old.update(clean_metrics(metrics, skipped))
         times = [t for t in (old_time, when) if t is not None]
         by_step[step] = (max(times) if times else None, old)
-    return [(s, t, m) for s, (t, m) in sorted(by_step.items()) if m]
+    out = [(s, t, m) for s, (t, m) in sorted(by_step.items()) if m]
+    _one_kind_per_key(out, skipped)
+    return [row for row in out if row[2]]
+
+
+def _one_kind_per_key(rows: list[Row], skipped: dict[str, int]) -> None:
+    text: dict[str, bool] = {}  # key: categorical, from its first value that is not None
+    for _, _, metrics in rows:
+        for key, value in list(metrics.items()):
+            if value is None:
+                continue
+            is_text = isinstance(value, str)
+            if text.setdefault(key, is_text) != is_text:
+                del metrics[key]
+                count(skipped, "a number for a text key" if not is_text
+                      else "text for a numeric key")
+
+
+def restep(rows: Iterable[tuple[int, float | None, Mapping[str, Any]]],
+           step_metric: Callable[[str], str | None], axes: set[str],
+           skipped: dict[str, int], start: Mapping[str, int] | None = None
+           ) -> Iterator[tuple[int, float | None, dict[str, Any]]]:
+    """Rows moved to the user's step axis. Each key's value goes to the value its step metric
+    (`step_metric(key)`: HF Trainer's `train/global_step`, a W&B `define_metric(...,
+    step_metric=...)`) has in the same row, or else the last one logged before (as W&B's
+    `step_sync` does); a key without one stays at the row's own step. The `axes` (every step
+    metric) are the axis, not metrics. A value whose step metric has no whole-number value yet
+    (nor one in `start`) is left out (counted)."""
+    memo: dict[str, str | None] = {}
+    last: dict[str, int] = dict(start or {})
+    for step, when, values in rows:
+        for axis in axes.intersection(values):
+            at = values[axis]
+            if isinstance(at, (int, float)) and not isinstance(at, bool) \
+                    and math.isfinite(at) and at >= 0 and float(at).is_integer():
+                last[axis] = int(at)
+        moved: dict[int, dict[str, Any]] = {}
+        for key, value in values.items():
+            if key in axes:
+                continue
+            metric = memo[key] if key in memo else memo.setdefault(key, step_metric(key))
+            if metric is None or metric == key:
+                moved.setdefault(step, {})[key] = value
+            elif metric in last:
+                moved.setdefault(last[metric], {})[key] = value
+            else:
+                count(skipped, f"no whole-number {metric} yet")
+        for at, metrics in moved.items():
+            yield at, when, metrics
+
+
+HF_STEP = "train/global_step"  # what HF Trainer's W&B, trackio and SwanLab callbacks log
+
+
+def on_user_axis(rows: list[tuple[int, float | None, dict[str, Any]]],
+                 skipped: dict[str, int]) -> list[tuple[int, float | None, dict[str, Any]]]:
+    """A run's rows on HF Trainer's `train/global_step` when it logged one (the tracker's own
+    counter advances on every log call: TRL's completions table and profiling timers, a
+    user's own logs); the rows as they are otherwise. What was logged before the first
+    `train/global_step` is at 0 (the trainer's step then: TRL's first profiling timers)."""
+    if not any(HF_STEP in values for _, _, values in rows):
+        return rows
+    return list(restep(rows, lambda key: HF_STEP, {HF_STEP}, skipped, {HF_STEP: 0}))
 
 
 def parts(metrics: dict[str, Any]) -> list[dict[str, Any]]:

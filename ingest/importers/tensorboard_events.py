@@ -3,8 +3,11 @@
 Like TensorBoard, every directory under PATH that holds `events.out.tfevents.*` files is one
 run, named by its path under PATH (PATH's own name when the events sit in PATH itself). Its
 scalars (legacy `simple_value`s and the `scalars` plugin's tensors alike) become step metrics
-at their step and wall time; hparams (`add_hparams`, the hparams plugin's session start info)
-become the run's config. Other summaries (images, histograms, text) are left out.
+at their step and wall time, a text (`add_text`, HF Trainer's string logs) a categorical value
+when it is short enough; hparams (`add_hparams`, the hparams plugin's session start info)
+become the run's config, also from the folder of its own `add_hparams` makes inside the run's
+(with the metrics given with them). Other summaries (images, histograms, audio, text tables)
+are left out and counted by kind.
 
 Event files are TFRecord files: records of `length (LE u64) · masked CRC-32C of the length ·
 data · masked CRC-32C of the data`, each an `Event` protobuf. The framing is read here and both
@@ -31,14 +34,23 @@ from typing import Any
 import numpy as np
 
 from ingest.importers.checksums import crc32c, le_u32, masked
-from ingest.importers.source import DamagedSource, Row, SourceRun, clean_run_name, merge_rows
+from ingest.importers.source import (
+    DamagedSource,
+    Row,
+    SourceRun,
+    clean_run_name,
+    count,
+    merge_rows,
+)
 
 PATTERN = "events.out.tfevents.*"
+PEEK_BYTES, PEEK_RECORDS = 1 << 16, 8  # where add_hparams's records are, in its own folder
 
 
 def find_runs(path: Path) -> list[SourceRun]:
     """One run per directory holding event files, under (or at) `path`; `path` may also be
-    one event file."""
+    one event file. The folder `add_hparams` makes inside a run's folder (its hparams and
+    their metrics) is part of that run, when it is the run's only such folder."""
     path = path.resolve()
     if path.is_file():
         groups = {path.parent: [path]}
@@ -48,20 +60,59 @@ def find_runs(path: Path) -> list[SourceRun]:
         for f in sorted(path.rglob(PATTERN)):
             groups.setdefault(f.parent, []).append(f)
         root = path.parent if path in groups else path
+    hparams = _hparams_folders(groups)
     runs = []
     for folder, files in sorted(groups.items()):
-        files = sorted(files)
+        if folder in hparams.values():
+            continue
         name = folder.relative_to(root).as_posix() if folder != root else folder.name
-        runs.append(_source(clean_run_name(name), files))
+        extra = groups[hparams[folder]] if folder in hparams else []
+        runs.append(_source(clean_run_name(name), sorted(files), sorted(extra)))
     return runs
 
 
-def _source(name: str, files: list[Path]) -> SourceRun:
+def _hparams_folders(groups: dict[Path, list[Path]]) -> dict[Path, Path]:
+    """{run folder: the one folder inside it that `add_hparams` wrote} (torch's and
+    tensorboardX's SummaryWriter write the hparams, and their metrics, into
+    `<logdir>/<run_name or time.time()>`). A run folder with several is a sweep's parent: each
+    trial stays a run."""
+    found: dict[Path, list[Path]] = {}
+    for folder, files in groups.items():
+        parent = next((p for p in folder.parents if p in groups), None)
+        if parent is not None and _begins_with_hparams(sorted(files)[0]):
+            found.setdefault(parent, []).append(folder)
+    return {parent: kids[0] for parent, kids in found.items() if len(kids) == 1}
+
+
+def _begins_with_hparams(path: Path) -> bool:
+    """Whether an event file's first records hold hparams (`add_hparams` writes the
+    experiment, session start and end first). Checksums are verified when the run is read."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    with path.open("rb") as f:
+        data = f.read(PEEK_BYTES)
+    heads, lengths, _ = _walk(data)
+    for head, length in list(zip(heads, lengths, strict=True))[:PEEK_RECORDS]:
+        body = data[head + Records.HEAD:head + Records.HEAD + length]
+        if len(body) < length:
+            break
+        try:
+            event = Event.FromString(body)
+        except DecodeError:
+            return False
+        if event.WhichOneof("what") == "summary" and any(
+                v.metadata.plugin_data.plugin_name == "hparams" for v in event.summary.value):
+            return True
+    return False
+
+
+def _source(name: str, files: list[Path], hparams: list[Path]) -> SourceRun:
     # Event files are named for their creation time, host and process: the first one names
     # the run wherever the folder is moved.
     run = SourceRun(kind="tensorboard", name=name, identity=files[0].name, read=list,
                     status="finished")
-    run.read = lambda: _read(files, run)
+    run.read = lambda: _read([*files, *hparams], run)
     return run
 
 
@@ -84,26 +135,43 @@ def _read(files: list[Path], run: SourceRun) -> list[Row]:
     return merge_rows(raw, run.skipped)
 
 
-def _values(event: Any, run: SourceRun, where: str) -> dict[str, Any]:
-    """The scalars of a summary event; hparams go to the run's config."""
-    from tensorboard.util import tensor_util
+# A summary value that is no scalar, by how it is counted when left out
+LEFT_OUT = {"image": "media (image)", "audio": "media (audio)", "histo": "histogram",
+            "images": "media (image)", "histograms": "histogram", "pr_curves": "media (pr curve)",
+            "mesh": "media (mesh)", "text": "media (text table)"}
 
+
+def _values(event: Any, run: SourceRun, where: str) -> dict[str, Any]:
+    """The scalars and texts of a summary event; hparams go to the run's config."""
     values: dict[str, Any] = {}
     for v in event.summary.value:
         plugin = v.metadata.plugin_data.plugin_name
         if v.WhichOneof("value") == "simple_value":
             values[v.tag] = float(v.simple_value)
         elif plugin == "scalars" and v.HasField("tensor"):
-            try:
-                values[v.tag] = tensor_util.make_ndarray(v.tensor).item()
-            except (ValueError, TypeError) as exc:  # checksummed, yet not a scalar tensor
-                raise DamagedSource(f"{where}: scalar {v.tag!r} is not one number ({exc})"
-                                    ) from None
+            scalar = _tensor(v, where)
+            if scalar.size != 1:  # checksummed, yet not a scalar
+                raise DamagedSource(f"{where}: scalar {v.tag!r} is not one number")
+            values[v.tag] = scalar.item()
+        elif plugin == "text" and v.HasField("tensor") and (text := _tensor(v, where)).size == 1:
+            one = text.reshape(-1)[0]
+            tag = v.tag.removesuffix("/text_summary")  # what add_text appends
+            values[tag] = one.decode("utf-8", "replace") if isinstance(one, bytes) else str(one)
         elif plugin == "hparams":
             run.config.update(_hparams(v.metadata.plugin_data.content, where))
         else:
-            run.skipped["not a scalar"] = run.skipped.get("not a scalar", 0) + 1
+            why = LEFT_OUT.get(plugin) or LEFT_OUT.get(v.WhichOneof("value") or "")
+            count(run.skipped, why or f"not a scalar ({plugin or v.WhichOneof('value')})")
     return values
+
+
+def _tensor(v: Any, where: str) -> Any:
+    from tensorboard.util import tensor_util
+
+    try:
+        return tensor_util.make_ndarray(v.tensor)
+    except (ValueError, TypeError) as exc:  # checksummed, yet not a tensor
+        raise DamagedSource(f"{where}: {v.tag!r} is not a tensor ({exc})") from None
 
 
 class Records:
@@ -145,7 +213,7 @@ class Records:
             yield start - self.HEAD, self.data[start:start + length]
 
     def events(self) -> Iterator[tuple[int, Any]]:
-        from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+        from google.protobuf.message import DecodeError
         from tensorboard.compat.proto.event_pb2 import Event
 
         for offset, data in self:

@@ -5,7 +5,10 @@ trackio keeps each project in `<TRACKIO_DIR>/<project>.db` (default
 `timestamp`, `metrics`) and a `configs` table (one JSON config per run). PATH is that `.db`
 file, or a folder holding one project's. The database is opened read-only, so a trackio still
 logging to it is not disturbed. Every run of the project is one `SourceRun`; non-finite values
-(trackio stores them as "NaN"/"Infinity") arrive as nulls.
+(trackio stores them as "NaN"/"Infinity") arrive as nulls. A run that logged HF Trainer's
+`train/global_step` (TRL, HF Trainer) is imported on it, not on trackio's own step, which
+counts every log call; media and histograms (`{"_type": "trackio.image", ...}`) are left out
+and counted, strings kept (categorical keys).
 
 Damage: SQLite commits whole transactions, so a database has no torn tail: a file SQLite
 cannot read (not a database, malformed pages: a copy cut short is one) is corrupt, and so is
@@ -29,6 +32,7 @@ from ingest.importers.source import (
     SourceRun,
     clean_run_name,
     merge_rows,
+    on_user_axis,
     plain_config,
 )
 
@@ -89,7 +93,7 @@ def _read(db: Path, column: str, ident: str, run: SourceRun) -> list[Row]:
         run.config.update(_config(conn, db, column, ident))
     raw = [(_step(r, db), _time(r["timestamp"]), _values(r["metrics"], f"{db}: metrics row "
                                                          f"id {r['id']}")) for r in rows]
-    return merge_rows(raw, run.skipped)
+    return merge_rows(on_user_axis(raw, run.skipped), run.skipped)
 
 
 def _step(row: sqlite3.Row, db: Path) -> int:

@@ -7,10 +7,16 @@ then 32 KiB blocks of chunks, each `crc32 (LE u32) · length (LE u16) · type (u
 record being one FULL chunk or FIRST, MIDDLE..., LAST (a block's last < 7 bytes are padding).
 The framing is read here, every chunk's checksum verified as wandb's own reader does (CRC-32
 of the data, seeded with the CRC-32 of the chunk's type byte); the records are decoded with
-the `wandb` package's own protobuf classes. History rows become step metrics (`_step` is the
-step, `_timestamp` its time; nested keys joined with "."), the run's config (and later config
-updates) the run config, the exit record the run's status (exit code 0: finished, else
-failed; none: left running).
+the `wandb` package's own protobuf classes. History rows become step metrics (`_timestamp`
+is their time; nested keys joined with "."), the run's config (and later config updates) the
+run config, the final summary the config's `summary`, the exit record the run's status (exit
+code 0: finished, else failed; none: left running). A row's step is W&B's `_step`, except for
+a key with a step metric (`define_metric(key or glob, step_metric=...)`, as HF Trainer
+defines `train/global_step` for every key): it is at that metric's value in its row, or the
+last one logged (W&B's `step_sync`), and the step metrics are the axis, not metrics. A run
+with no definitions that logged `train/global_step` is imported on it. Strings are kept
+(categorical keys); media and histograms (nested `{_type, ...}` fields) are left out and
+counted, never as their fields (`img.height`).
 
 PATH is an offline-run folder, its `.wandb` file, or a folder holding offline-run folders
 (`wandb/` or the folder above it). The folders of one run id (W&B offline cannot resume: a
@@ -31,6 +37,7 @@ torn tail.)
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import struct
 import zlib
@@ -44,8 +51,12 @@ from ingest.importers.source import (
     Row,
     SourceRun,
     clean_run_name,
+    count,
+    media_reason,
     merge_rows,
+    on_user_axis,
     plain_config,
+    restep,
 )
 
 HEADER = struct.Struct("<4sHB")
@@ -111,11 +122,14 @@ def _read(segments: list[Segment], run: SourceRun) -> list[Row]:
     raw: list[tuple[int, float | None, dict[str, Any]]] = []
     seen: set[int] = set()
     torn = False
+    summary: dict[str, Any] = {}
     for segment in segments:
         if segment.error is not None:
             raise segment.error
         log = Log(segment.path.read_bytes(), str(segment.path))
-        rows = _read_segment(log, run)
+        read = _read_segment(log, run)
+        summary.update(read.summary)
+        rows = read.on_steps(run.skipped)
         again = seen.intersection(r[0] for r in rows)
         if again:
             run.warnings.append(
@@ -133,35 +147,101 @@ def _read(segments: list[Segment], run: SourceRun) -> list[Row]:
     if torn:
         run.status = None
     run.config = plain_config(run.config)
+    if summary:
+        run.config["summary"] = summary
     return merge_rows(raw, run.skipped)
 
 
-def _read_segment(log: Log, run: SourceRun) -> list[tuple[int, float | None, dict[str, Any]]]:
-    """The history rows of one log; its config and exit status go to `run` (a later
-    segment's exit record decides)."""
+@dataclass
+class SegmentRead:
+    """What one log holds besides its config and status: history rows (at W&B's `_step`),
+    the metric definitions (`define_metric`) and the summary."""
+
+    rows: list[tuple[int, float | None, dict[str, Any]]]
+    step_metrics: dict[str, str]  # key: its step metric (named or expanded from a glob)
+    globs: list[tuple[str, str]]  # (glob, step metric), in the order they were defined
+    summary: dict[str, Any]
+
+    def step_metric(self, key: str) -> str | None:
+        if key in self.step_metrics:
+            return self.step_metrics[key]
+        return next((m for glob, m in self.globs if fnmatch.fnmatchcase(key, glob)), None)
+
+    def on_steps(self, skipped: dict[str, int]) -> list[tuple[int, float | None,
+                                                             dict[str, Any]]]:
+        """The rows on each key's step metric (`define_metric(..., step_metric=...)`); with no
+        definitions, on HF Trainer's `train/global_step` when the run logged one."""
+        if not self.step_metrics and not self.globs:
+            return on_user_axis(self.rows, skipped)
+        keys = set().union(*(values for _, _, values in self.rows))
+        axes = {m for k in keys if (m := self.step_metric(k)) is not None and m != k}
+        return list(restep(self.rows, self.step_metric, axes, skipped))
+
+
+def _read_segment(log: Log, run: SourceRun) -> SegmentRead:
+    """The history rows, metric definitions and summary of one log; its config and exit
+    status go to `run` (a later segment's exit record decides)."""
     from wandb.proto import wandb_internal_pb2
 
-    rows: list[tuple[int, float | None, dict[str, Any]]] = []
+    read = SegmentRead([], {}, [], {})
     run.status = None
     for _, record in _decode(log, wandb_internal_pb2):
         kind = record.WhichOneof("record_type")
         if kind == "history":
-            rows.append(_history_row(record.history, len(rows)))
+            read.rows.append(_history_row(record.history, len(read.rows), run.skipped))
+        elif kind == "metric":
+            _metric(record.metric, read)
+        elif kind == "summary":
+            _summary(record.summary, read.summary)
         elif kind == "run":
             run.config.update(_config_items(record.run.config.update))
         elif kind == "config":
             run.config.update(_config_items(record.config.update))
         elif kind == "exit":
             run.status = "finished" if record.exit.exit_code == 0 else "failed"
-    return rows
+    return read
 
 
-def _history_row(history: Any, index: int) -> tuple[int, float | None, dict[str, Any]]:
+def _metric(metric: Any, read: SegmentRead) -> None:
+    if not metric.step_metric:
+        return
+    if metric.name:
+        read.step_metrics[metric.name] = metric.step_metric
+    elif metric.glob_name:
+        read.globs.append((metric.glob_name, metric.step_metric))
+
+
+def _media(items: Any) -> dict[tuple[str, ...], str]:
+    """The nested keys that are a media value or histogram (`img` of `img._type`), by type."""
+    out: dict[tuple[str, ...], str] = {}
+    for item in items:
+        if len(item.nested_key) > 1 and item.nested_key[-1] == "_type":
+            try:
+                kind = json.loads(item.value_json)
+            except ValueError:
+                continue
+            out[tuple(item.nested_key[:-1])] = str(kind)
+    return out
+
+
+def _in_media(path: tuple[str, ...], media: dict[tuple[str, ...], str]) -> bool:
+    return any(path[:n] in media for n in range(1, len(path)))
+
+
+def _history_row(history: Any, index: int,
+                 skipped: dict[str, int]) -> tuple[int, float | None, dict[str, Any]]:
+    """One history row's values by key (nested keys joined with "."); a media value or
+    histogram (nested `{_type, ...}` fields) is left out, counted once."""
+    media = _media(history.item)
+    for kind in media.values():
+        count(skipped, media_reason(kind))
     values: dict[str, Any] = {}
     for item in history.item:
-        key = ".".join(item.nested_key) if item.nested_key else item.key
+        path = tuple(item.nested_key) or (item.key,)
+        if media and _in_media(path, media):
+            continue
         try:
-            values[key] = json.loads(item.value_json)
+            values[".".join(path)] = json.loads(item.value_json)
         except ValueError:
             continue
     step = values.pop("_step", None)
@@ -170,6 +250,22 @@ def _history_row(history: Any, index: int) -> tuple[int, float | None, dict[str,
     if not isinstance(step, int):
         step = history.step.num if history.HasField("step") else index
     return step, when if isinstance(when, (int, float)) else None, values
+
+
+def _summary(summary: Any, into: dict[str, Any]) -> None:
+    """A summary record applied to `into`: its updates and removals, without W&B's own keys
+    (`_wandb`, `_step`, ...) and media."""
+    media = _media(summary.update)
+    for item in summary.update:
+        path = tuple(item.nested_key) or (item.key,)
+        if path[0].startswith("_") or _in_media(path, media):
+            continue
+        try:
+            into[".".join(path)] = json.loads(item.value_json)
+        except ValueError:
+            continue
+    for item in summary.remove:
+        into.pop(".".join(tuple(item.nested_key) or (item.key,)), None)
 
 
 def _config_items(items: Any) -> dict[str, Any]:

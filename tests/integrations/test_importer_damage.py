@@ -123,7 +123,9 @@ def test_a_tensorboard_file_cut_in_half_imports_its_whole_records_not_finished(
     assert 0 < max(values["loss"]) < max(map(int, full))
     for key, points in values.items():
         for step, value in points.items():
-            assert value == pytest.approx(full[str(step)][key], rel=1e-6), (key, step)
+            want = full[str(step)][key]
+            assert value == (want if isinstance(want, str) else pytest.approx(want, rel=1e-6)), (
+                key, step)
     check_run(server, "tb", "sweep/grpo-b", truth["sweep/grpo-b"], rel=1e-6)
     # TensorBoard does not know how long a run was meant to be: unknown, not its last step.
     assert [r["total_steps"] for r in runs(server, "tb")] == [None, None]

@@ -101,6 +101,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--weights", type=float, nargs=2, default=[1.0, 1.0],
                    help="TRL's reward_weights of digits and brevity")
     p.add_argument("--fail-at", type=int, help="digits raises when scoring this step")
+    p.add_argument("--report-to", nargs="*", default=["none"],
+                   help="HF Trainer's own trackers too (wandb, trackio, tensorboard), "
+                        "configured by their environment variables")
+    p.add_argument("--log-completions", action="store_true",
+                   help="TRL's completions table to those trackers")
     a = p.parse_args(argv)
     FAIL_AT[:] = [] if a.fail_at is None else [a.fail_at]
     out = Path(a.out)
@@ -112,9 +117,11 @@ def main(argv: list[str] | None = None) -> None:
                                             for y in range(4)]})
     args = GRPOConfig(
         output_dir=str(out / "trainer"), per_device_train_batch_size=a.batch, num_generations=4,
-        max_completion_length=6, max_steps=a.steps, logging_steps=1, report_to="none",
+        max_completion_length=6, max_steps=a.steps, logging_steps=1, report_to=a.report_to,
         use_cpu=True, save_strategy="no", beta=0.1, learning_rate=1e-3, seed=0,
-        disable_tqdm=True, run_name=a.name, reward_weights=a.weights)
+        disable_tqdm=True, run_name=a.name, reward_weights=a.weights,
+        log_completions=a.log_completions, project="telescope-trl",
+        trackio_static_space_id=False)
     if a.url:
         callbacks = [TelescopeCallback(a.url, a.token, a.name, spool_dir=a.spool_dir)]
         reward_funcs = [telescope_reward(digits, env="arith", weight=a.weights[0]),
