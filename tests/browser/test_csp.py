@@ -51,9 +51,11 @@ def test_every_page_renders_under_the_policy(dashboard: Dashboard,
     for path, ready in [("/", "a:has-text('csp')"), (f"/runs/{rid}", "#progress"),
                         (f"/runs/{rid}/metrics", f"{CHART} .main-svg"),
                         (f"/runs/{rid}/metrics?view=custom", "body"),
-                        (f"/runs/{rid}/samples?step=0", "#step-slider")]:
+                        (f"/runs/{rid}/samples?step=0", "#step-slider"),
+                        (f"/runs/{rid}/timeline", "#timeline"),
+                        (f"/runs/{rid}/performance", "#performance[data-drawn]")]:
         page.goto(dashboard.url + path)
-        page.wait_for_selector(ready, timeout=15_000)
+        page.wait_for_selector(ready, state="attached", timeout=15_000)
         page.wait_for_load_state("networkidle")
         assert not problems, (path, problems)
 
