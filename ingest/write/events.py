@@ -93,8 +93,11 @@ def _label(labels: Labels, code: int) -> Any:
 def _distinct_pairs(server: Labels, slot: np.ndarray, mask: np.ndarray) -> list[Any]:
     if not mask.any():
         return []
-    pairs = np.unique(np.stack([server.codes[mask].astype(np.int64), slot[mask]]), axis=1)
-    return [[_label(server, int(c)), None if s < 0 else int(s)] for c, s in pairs.T.tolist()]
+    codes, slots = server.codes[mask].astype(np.int64) + 1, slot[mask] + 1  # (nulls: 0)
+    width = int(slots.max()) + 1
+    keys = np.unique(codes * width + slots)  # one int key per pair: no sort of pairs as rows
+    return [[_label(server, int(k // width) - 1), None if k % width == 0 else int(k % width) - 1]
+            for k in keys.tolist()]
 
 
 def _union(old: list[Any], new: list[Any]) -> list[Any]:

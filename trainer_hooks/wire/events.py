@@ -313,6 +313,8 @@ def _labels(obj: dict[str, Any], name: str, n: int, *, required: bool = False,
     if has_null and default is not None:
         distinct.setdefault(default)
     values: list[str | int] = list(distinct)
+    if not has_null and len(values) == n:  # every row its own label (ids): codes in row order
+        return Labels(values, np.arange(n, dtype=np.int32))
     position: dict[Any, int] = dict(zip(values, range(len(values)), strict=True))
     if has_null:
         position[None] = -1 if default is None else position[default]
