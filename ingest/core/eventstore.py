@@ -3,9 +3,10 @@
 A stored row is one blob per message: a msgpack map of little-endian numpy columns (floats as
 float64, an all-NaN one left out; integers and label codes in the narrowest integer type that
 holds them, an all-null one left out) and the label lists (the distinct names, sources,
-servers, ids: integers as int64 bytes, strings as a list), that part zlib-compressed when it
-pays. Decoding many blobs concatenates them into one `EventTable` (or `GaugeTable`), merging the
-label lists: each blob's codes are remapped through one small table, not row by row.
+servers: integers as int64 bytes, strings as a list), that part zlib-compressed when it pays,
+and the sample and group ids the same way apart (the formulas never decode them). Decoding
+many blobs concatenates them into one `EventTable` (or `GaugeTable`), merging the label lists:
+each blob's codes are remapped through one small table, not row by row.
 
 Pure: numpy and msgpack; no Django. The timeline's formulas (ingest.core.timeline) and the
 read API (`/events`, `/performance`, `/gauges`) work on what `decode_events` returns.
@@ -33,6 +34,7 @@ _EVENT_FLOATS = ("start", "end")
 _EVENT_INTS = ("step", "rank", "slot", "tokens", "status")
 _EVENT_LABELS = (("name", "names"), ("source", "sources"), ("server", "servers"),
                  ("sample_id", "sample_ids"), ("group_id", "group_ids"))
+_ID_LABELS = ("sample_id", "group_id")  # stored apart from the other labels
 _GAUGE_FLOATS = ("time", "value")
 _GAUGE_LABELS = (("name", "names"), ("host", "hosts"), ("device", "devices"))
 
@@ -100,17 +102,31 @@ def _encode(n: int, floats: dict[str, np.ndarray], ints: dict[str, np.ndarray],
     for name, col in ints.items():
         out[name] = _pack_int(np.asarray(col), name)
     lists: dict[str, Any] = {}
+    ids: dict[str, Any] = {}
     codes: dict[str, Any] = {}
     for name, lab in labels.items():
         int_values, str_values, lab_codes = _split(lab, name)
-        lists[name] = [np.asarray(int_values, dtype="<i8").tobytes(), str_values]
+        (ids if name in _ID_LABELS else lists)[name] = [
+            np.asarray(int_values, dtype="<i8").tobytes(), str_values]
         codes[name] = _pack_int(lab_codes, name)
-    packed = msgpack.packb(lists, use_bin_type=True)
-    squeezed = zlib.compress(packed, 1) if len(packed) >= _ZLIB_MIN else packed
-    out["z"] = len(squeezed) < len(packed)
-    out["labels"] = squeezed if out["z"] else packed
+    out["z"], out["labels"] = _squeezed(lists)
+    if ids:  # apart: the formulas never read them, and they are most of the label bytes
+        out["zi"], out["ids"] = _squeezed(ids)
     out["codes"] = codes
     return msgpack.packb(out, use_bin_type=True)
+
+
+def _squeezed(lists: dict[str, Any]) -> tuple[bool, bytes]:
+    """(compressed?, the lists packed): zlib level 1 when it pays."""
+    packed = msgpack.packb(lists, use_bin_type=True)
+    squeezed = zlib.compress(packed, 1) if len(packed) >= _ZLIB_MIN else packed
+    return (True, squeezed) if len(squeezed) < len(packed) else (False, packed)
+
+
+def _unsqueezed(m: dict[str, Any], z: str, key: str) -> dict[str, Any]:
+    data = m[key]
+    found: dict[str, Any] = msgpack.unpackb(zlib.decompress(data) if m[z] else data, raw=False)
+    return found
 
 
 def _pack_int(col: np.ndarray, name: str) -> list[Any] | None:
@@ -213,8 +229,11 @@ def _decode_all(blobs: list[bytes], floats: tuple[str, ...], ints: tuple[str, ..
     for name in ints:
         cols[name] = _concat([_unpack_int(m[name], n) for m, n in zip(maps, ns, strict=True)],
                              np.int8 if name == "status" else np.int64)
-    lists = [msgpack.unpackb(zlib.decompress(m["labels"]) if m["z"] else m["labels"],
-                             raw=False) for m in maps]
+    lists = [_unsqueezed(m, "z", "labels") for m in maps]
+    if any(name in _ID_LABELS for name in labels):
+        for m, lst in zip(maps, lists, strict=True):
+            if "ids" in m:
+                lst.update(_unsqueezed(m, "zi", "ids"))
     for name in labels:
         parts = [(np.frombuffer(lst[name][0], dtype="<i8"), lst[name][1],
                   _unpack_int(m["codes"][name], n))
