@@ -107,11 +107,14 @@ class Growing:
         if generation is not None and m:
             rows = slice(self.n, end)
             gen = (self.cols["name"][rows] == generation) & ~np.isnan(self.cols["end"][rows])
-            pairs = np.unique(np.stack([self.cols["server"][rows][gen].astype(np.int64),
-                                        self.cols["slot"][rows][gen]]), axis=1)
-            servers = self.lists["servers"]
-            self.lanes.update((None if c < 0 else servers[c], None if s < 0 else s)
-                              for c, s in pairs.T.tolist())
+            codes = self.cols["server"][rows][gen].astype(np.int64) + 1  # (nulls: 0)
+            slots = self.cols["slot"][rows][gen] + 1
+            if codes.size:  # one integer key per pair (np.unique over axis 1 sorts rows)
+                width = int(slots.max()) + 1
+                servers = self.lists["servers"]
+                self.lanes.update((None if k // width == 0 else servers[k // width - 1],
+                                   None if k % width == 0 else k % width - 1)
+                                  for k in np.unique(codes * width + slots).tolist())
         self.n = end
 
     def table(self) -> formulas.EventTable:
