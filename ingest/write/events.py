@@ -34,7 +34,7 @@ def apply_events(w: PointWriter, msg: Events) -> None:
     state.lanes = _union(state.lanes, lanes)
     state.servers = _union(state.servers, servers)
     state.ranks = _union(state.ranks, ranks)
-    state.save()
+    _save(state, ["version", "events", "first", "last", "lanes", "servers", "ranks"])
     w.left_out.update(msg.left_out)
     w.dirty = True  # the pipeline recomputes the run's timeline series
     w.timeline = (state.first, state.last)
@@ -50,7 +50,7 @@ def apply_gauges(w: PointWriter, msg: Gauges) -> None:
     state.gauges += msg.n
     state.gauge_first = lo if state.gauge_first is None else min(state.gauge_first, lo)
     state.gauge_last = hi if state.gauge_last is None else max(state.gauge_last, hi)
-    state.save()
+    _save(state, ["gauges", "gauge_first", "gauge_last"])
     w.left_out.update(msg.left_out)
     w.timeline = (state.first, state.last)
 
@@ -62,9 +62,22 @@ def touch(run_id: int) -> None:
 
 
 def _state(run_id: int) -> TimelineState:
-    """The run's state row (the run's row is locked: no other writer races for it)."""
-    state = TimelineState.objects.filter(run_id=run_id).first()
+    """The run's state row (the run's row is locked: no other writer races for it), without
+    the pipeline's fields (its derived points: the pipeline's alone, and large)."""
+    state = TimelineState.objects.filter(run_id=run_id).only(*_MINE).first()
     return state if state is not None else TimelineState(run_id=run_id)
+
+
+_MINE = ("run_id", "version", "events", "first", "last", "lanes", "servers", "ranks", "gauges",
+         "gauge_first", "gauge_last")
+
+
+def _save(state: TimelineState, fields: list[str]) -> None:
+    """Write only the fields a message changed (a new row: all of them)."""
+    if state._state.adding:
+        state.save()
+    else:
+        state.save(update_fields=fields)
 
 
 def summary(msg: Events) -> tuple[list[Any], list[Any], list[Any]]:
