@@ -75,6 +75,8 @@ def _used_codes(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct codes, sorted; each code's index among them): np.unique's answer, by a
     table of the k codes when that is no bigger than the part (an env, a discard reason: a
     few values), without sorting."""
+    if k == 1:  # one value for all (a blank discard reason)
+        return np.zeros(1, dtype=np.int64), np.zeros(codes.size, dtype=np.int64)
     if k > 4 * codes.size + 64:
         used, local = np.unique(codes, return_inverse=True)
         return used, local
