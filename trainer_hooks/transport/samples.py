@@ -12,8 +12,10 @@ bounded here: a sample whose text alone exceeds the protocol's per-message text 
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -304,6 +306,12 @@ def _metric_columns(metrics: Any, n: int, problems: list[str]) -> dict[str, np.n
 def _floats(values: Any, n: int | None, name: str) -> np.ndarray:
     if hasattr(values, "detach"):  # a torch tensor, converted here off the caller's thread
         values = values.detach().cpu().numpy()
+    if type(values) is list and values and type(values[0]) in _NUMBERS:
+        packed = _packed(values, "d")  # a list of numbers (what a reward function returns)
+        if packed is not None:
+            if n is not None and packed.size != n:
+                raise SampleError(f"{name}: {packed.size} values; reward has {n}")
+            return packed
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -315,6 +323,26 @@ def _floats(values: Any, n: int | None, name: str) -> np.ndarray:
     if n is not None and arr.size != n:
         raise SampleError(f"{name}: {arr.size} values; reward has {n}")
     return arr
+
+
+_NUMBERS = (float, int)
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(n: int, code: str) -> struct.Struct:
+    return struct.Struct(f"={n}{code}")
+
+
+def _packed(values: list[Any], code: str) -> np.ndarray | None:
+    """A list of Python numbers as a float64 (`code` "d") or int64 ("q") array, converted in
+    one C call (about twice as fast as numpy's conversion of a list); None when some value is
+    not a number struct takes (None, a string, an int beyond int64): numpy decides those."""
+    out = np.empty(len(values), dtype=np.float64 if code == "d" else np.int64)
+    try:
+        _layout(len(values), code).pack_into(out.data, 0, *values)
+    except (struct.error, TypeError, OverflowError):
+        return None
+    return out
 
 
 def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
@@ -335,10 +363,9 @@ def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
         raise SampleError(f"{name}: {len(out)} values; reward has {n}")
     kinds = set(map(type, out))
     if kinds == _INT:  # sent as a typed array, as an integer array's ids are
-        try:
-            return np.array(out, dtype=np.int64)
-        except OverflowError:  # beyond int64: a list, as the wire allows
-            pass
+        packed = _packed(out, "q")
+        if packed is not None:  # (else beyond int64: a list, as the wire allows)
+            return packed
     if not kinds <= _ID_TYPES:
         out = [_coerce_id(v, name) for v in out]
         kinds = set(map(type, out))
