@@ -476,6 +476,38 @@ def test_a_4413_splits_the_large_message_not_the_oldest_one_awaiting_its_ack(
     assert {k: v for m in halves for k, v in m["metrics"].items()} == wide
 
 
+def test_a_finished_run_leaves_no_outbox_behind_once_everything_is_acknowledged(
+        tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    with ScriptedServer(lambda m, n: "ack") as server:
+        trainer = connect(server.url, "tok", "r", spool_dir=spool)
+        worker = connect(server.url, "tok", "r", spool_dir=spool, join=True)
+        for c in (trainer, worker):
+            c.log_samples(1, sample_id=["a", "b"], group_id=0, reward=[0.0, 1.0])
+        assert trainer.spool_path is not None and worker.spool_path is not None
+        run_dir = trainer.spool_path.parent
+        assert worker.close(10)  # a joined client: its slot goes, the trainer's stays
+        assert {f.name.split(".")[0] for f in run_dir.iterdir()} == {"slot-0"}
+        assert trainer.close(10, status="finished")
+    assert list(spool.iterdir()) == []  # the run's directory went with its last slot
+
+
+@pytest.mark.parametrize("status", [None, "failed"])
+def test_an_outbox_stays_for_a_resume_or_a_sync(tmp_path: Path, status: str | None) -> None:
+    """A run left open or failed may be resumed (the outbox remembers the samples it sealed);
+    a finished one whose messages were not all acknowledged waits for `telescope sync`."""
+    with ScriptedServer(lambda m, n: "ack") as server:
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path)
+        c.log_samples(1, sample_id=["a"], group_id=0, reward=[1.0])
+        assert c.close(10, status=status)
+    assert c.spool_path is not None and c.spool_path.exists()
+    undelivered = offline(tmp_path)
+    undelivered.log_step(0, {"a": 1.0})
+    assert not undelivered.close(0.5, status="finished")
+    assert undelivered.spool_path is not None and undelivered.spool_path.exists()
+    assert [m["type"] for m in spooled(undelivered)][:2] == ["step", "run.end"]
+
+
 def test_a_bad_token_stops_the_client_and_keeps_the_outbox(tmp_path: Path,
                                                            caplog: pytest.LogCaptureFixture
                                                            ) -> None:

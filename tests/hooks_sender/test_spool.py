@@ -141,6 +141,58 @@ def test_a_new_client_adopts_the_pending_messages_of_dead_slots(tmp_path: Path) 
         last.close()
 
 
+def test_an_emptied_outbox_is_removed_with_its_run_directory_when_last(tmp_path: Path
+                                                                       ) -> None:
+    a = open_slot(tmp_path, "r")
+    b = open_slot(tmp_path, "r")
+    assert a.path is not None and b.path is not None
+    a.append([out(1, 1, ["s"])])
+    assert not a.discard()  # a pending message: the file stays (closed, its lock released)
+    assert a.path.exists()
+    again = open_slot(tmp_path, "r")  # slot-0 again
+    assert [r.msg_id for r in again.pending()] == ["m-1"]
+    again.delete(["m-1"])
+    assert again.discard()  # acknowledged: its files go, b's stay
+    run_dir = a.path.parent
+    assert {f.name.split(".")[0] for f in run_dir.iterdir()} == {"slot-1"}
+    assert b.discard()  # the last slot: the run's directory goes too
+    assert not run_dir.exists() and list(tmp_path.iterdir()) == []
+    fresh = open_slot(tmp_path, "r")  # the directory is made again
+    try:
+        assert fresh.path is not None and fresh.path.name == "slot-0.sqlite"
+    finally:
+        fresh.close()
+
+
+def test_a_lock_file_removed_before_it_was_locked_is_locked_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race `Outbox.discard` opens: another client opened the lock file, its holder
+    removed it, then the other locked the removed file. It must lock the file at the path
+    now, or two clients would write one slot."""
+    assert sp._fcntl is not None
+    path = tmp_path / "slot-0.lock"
+    real = sp._fcntl.flock
+    removed: list[int] = []
+
+    def flock(fd: int, op: int) -> None:
+        if not removed:  # the holder removes the file between our open and our flock
+            removed.append(os.fstat(fd).st_ino)
+            os.unlink(path)
+        real(fd, op)
+
+    monkeypatch.setattr(sp._fcntl, "flock", flock)
+    fd = sp.try_lock(path)
+    assert fd is not None and removed  # (the removed file's inode number may be reused)
+    try:
+        held = os.fstat(fd)
+        assert held.st_nlink == 1 and (held.st_dev, held.st_ino) == (path.stat().st_dev,
+                                                                      path.stat().st_ino)
+        monkeypatch.setattr(sp._fcntl, "flock", real)
+        assert sp.try_lock(path) is None  # held: the lock is on the file at the path
+    finally:
+        os.close(fd)
+
+
 def test_an_outbox_whose_file_fails_goes_on_in_memory_in_the_same_order(tmp_path: Path
                                                                          ) -> None:
     outbox = open_slot(tmp_path, "r")

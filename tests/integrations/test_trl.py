@@ -69,8 +69,10 @@ def one_process(server: tuple[LiveServer, str],
     tmp = tmp_path_factory.mktemp("trl-one")
     [result] = run_job(tmp / "out", "--url", live.ws, "--token", token, "--name", "trl-one",
                        "--steps", "4", "--spool-dir", str(tmp / "spool"),
-                       "--weights", *map(str, WEIGHTS))
+                       "--weights", *map(str, WEIGHTS), "--log-completions")
     assert result["closed"] is True, "close() did not confirm everything stored and aggregated"
+    result["out"] = str(tmp / "out")
+    result["spool"] = str(tmp / "spool")
     return Catalog(live, run_named(live, "trl-one")["id"]), result
 
 
@@ -113,6 +115,39 @@ def check_samples_match(catalog: Catalog, results: list[dict[str, Any]],
         assert lengths[step] == pytest.approx(log["completions/mean_length"], abs=1e-5)
         assert truncated[step] == pytest.approx(100 * log["completions/clipped_ratio"], abs=1e-4)
         assert tied.get(step, 0) == pytest.approx(log["frac_reward_zero_std"] * groups[step])
+
+
+def check_advantages(catalog: Catalog, out: Path, steps: int) -> None:
+    """Every sample's advantage is the one TRL trained with: the `advantage` column of TRL's
+    own completions log (`log_completions`: `completions_<step>.parquet`, every process's
+    completions in TRL's global order, which the sample ids follow)."""
+    import pandas as pd
+
+    means = catalog.values("advantage", "advantage", "mean")
+    assert sorted(means) == list(range(1, steps + 1))  # the Advantage section fills
+    for step in range(1, steps + 1):
+        table = pd.read_parquet(out / "trainer" / "completions" / f"completions_{step:05d}"
+                                ".parquet")
+        assert set(table["step"]) == {step}
+        want = {f"s{step}-c0-{i}": a for i, a in enumerate(table["advantage"].tolist())}
+        body = get_json(catalog.server, f"/api/runs/{catalog.run_id}/samples?step={step}"
+                        "&limit=1000")
+        assert {s["sample_id"]: s["advantage"] for s in body["samples"]} == want
+        assert means[step] == pytest.approx(sum(want.values()) / len(want), abs=1e-9)
+
+
+def test_each_sample_keeps_the_advantage_trl_trained_with(
+        one_process: tuple[Catalog, dict[str, Any]]) -> None:
+    catalog, result = one_process
+    check_advantages(catalog, Path(result["out"]), 4)
+
+
+def test_a_delivered_outbox_leaves_no_folder_in_the_spool(
+        one_process: tuple[Catalog, dict[str, Any]]) -> None:
+    _, result = one_process
+    spool = Path(result["spool"])
+    assert spool.is_dir()  # the job spooled there
+    assert [p.relative_to(spool).as_posix() for p in spool.rglob("*")] == []
 
 
 def test_groups_and_rewards_equal_what_the_reward_functions_saw(
@@ -188,7 +223,8 @@ def test_the_run_starts_with_the_trainer_arguments(
 def test_the_loss_is_the_same_without_telescope(one_process: tuple[Catalog, dict[str, Any]],
                                                 tmp_path: Path) -> None:
     _, with_telescope = one_process
-    [without] = run_job(tmp_path / "plain", "--steps", "4", "--weights", *map(str, WEIGHTS))
+    [without] = run_job(tmp_path / "plain", "--steps", "4", "--weights", *map(str, WEIGHTS),
+                        "--log-completions")
     keys = ("loss", "grad_norm", "reward", "kl", "entropy")
     trained = [{k: h.get(k) for k in keys} for h in with_telescope["log_history"]]
     plain = [{k: h.get(k) for k in keys} for h in without["log_history"]]
@@ -202,13 +238,14 @@ def test_two_processes_send_every_rank_samples_once(server: tuple[LiveServer, st
     live, token = server
     results = run_job(tmp_path / "out", "--url", live.ws, "--token", token, "--name",
                       "trl-two", "--steps", "3", "--batch", "6",
-                      "--spool-dir", str(tmp_path / "spool"), world=2)
+                      "--spool-dir", str(tmp_path / "spool"), "--log-completions", world=2)
     assert [r["world"] for r in results] == [2, 2]
     assert results[0]["closed"] is True and results[1]["closed"] is None  # one sender
     assert all(r["capture_stats"]["samples"] == 18 for r in results)  # every rank captured
     catalog = Catalog(live, run_named(live, "trl-two")["id"])
     check_samples_match(catalog, results)
     assert set(catalog.values("groups", "groups", "count").values()) == {3.0}
+    check_advantages(catalog, tmp_path / "out", 3)  # each rank's own share, one order
 
 
 def test_a_reward_function_that_raises_ends_the_run_failed(server: tuple[LiveServer, str],

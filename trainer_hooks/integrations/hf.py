@@ -17,9 +17,9 @@ starts with the trainer's arguments as its config (`args.to_dict()`, the model's
 
 **Samples.** `telescope_reward(fn, env=...)` (see `hf_rewards`) records every completion the
 wrapped reward function scores, with its group (prompt), step, completion length, stop reason,
-sample metrics and (unless `text=False`) its prompt and completion text; the callback sends
-them after each optimizer step, so the Reward, Sample metrics, Groups and Rollouts sections
-fill.
+advantage (the trainer's own, as TRL's scoring step returns it), sample metrics and (unless
+`text=False`) its prompt and completion text; the callback sends them after each optimizer
+step, so the Reward, Advantage, Sample metrics, Groups and Rollouts sections fill.
 
 **Several processes** (`accelerate launch`, `torchrun`): make the callback on every process (as
 the trainer is). One sender: only the main process (`state.is_world_process_zero`) connects
@@ -67,6 +67,7 @@ from trainer_hooks.integrations.hf_rewards import (
     Layout,
     SampleCapture,
     activate,
+    active_callback,
     any_wrapped,
     telescope_reward,
 )
@@ -121,13 +122,16 @@ class TelescopeCallback(TrainerCallback):
 
     def attach(self, trainer: Any) -> None:
         """`trainer` is about to train with this callback (`_guard_train` tells): hook it for
-        the Timeline (`hf_timeline.install`)."""
+        the Timeline (`hf_timeline.install`) and the samples' advantages
+        (`watch_advantages`)."""
         try:
             self._trainer = weakref.ref(trainer)
             install(trainer, self.events)
         except Exception as exc:  # noqa: BLE001 - the Timeline never stops a training
             _warn("attach", "telescope: timeline: could not hook the trainer (%s: %s)",
                   type(exc).__name__, exc)
+        if any_wrapped():
+            watch_advantages(trainer)
 
     # ------------------------------------------------------------ Trainer events
 
@@ -287,6 +291,36 @@ def _guard_train() -> None:
 
     guarded._telescope_guard = True  # type: ignore[attr-defined]
     Trainer.train = guarded  # type: ignore[method-assign]
+
+
+SCORING = "_generate_and_score_completions"  # TRL's GRPO and RLOO: rewards → advantages
+_MARK = "_telescope_advantages"
+
+
+def watch_advantages(trainer: Any) -> None:
+    """Hook `trainer`'s scoring step (TRL's `_generate_and_score_completions`, which returns
+    this process's completions with the advantages the loss uses) so that the batch its
+    reward functions just scored gets those advantages. Idempotent; a trainer without that
+    step is left as it is."""
+    original = getattr(trainer, SCORING, None)
+    if not callable(original) or getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def scoring(*args: Any, **kwargs: Any) -> Any:
+        callback = active_callback()
+        capture = callback.capture if callback is not None else None
+        before = capture.open_batch() if capture is not None else None
+        output = original(*args, **kwargs)
+        if capture is not None:
+            capture.add_advantages(before, output)
+        return output
+
+    setattr(scoring, _MARK, True)
+    try:
+        setattr(trainer, SCORING, scoring)
+    except (AttributeError, TypeError):  # a slotted or frozen trainer: no advantages
+        pass
 
 
 def _telescope_callbacks(trainer: Any) -> list[TelescopeCallback]:

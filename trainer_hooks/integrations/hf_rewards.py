@@ -6,7 +6,9 @@ functions' (weighted) outputs into the completion's reward and normalizes it wit
 of `num_generations` completions of one prompt. The wrapper records, per completion: the
 reward (Σ weight × value over the wrapped functions of the batch; null when all returned None,
 as TRL leaves such a completion unscored), its group (prompt) id, the step it is trained at,
-its completion length and stop reason, each function's own unweighted value (as a sample
+its completion length and stop reason, its advantage as the trainer computed it for the loss
+(`hf.watch_advantages`: TRL's `_generate_and_score_completions` returns them; TRL zeroes an
+unscorable completion's), each function's own unweighted value (as a sample
 metric when a batch has several, the figure TRL logs as `rewards/<fn>/mean`), the per-sample
 numbers the function passes to TRL's `log_extra`, the `sample_metrics` of `RewardResult`s it
 returns (TRL gets their `total_reward`), and the prompt and completion as text (`as_text`;
@@ -84,6 +86,7 @@ class _Batch:
     rewards: dict[str, list[float | None]] = field(default_factory=dict)  # raw, per function
     weights: dict[str, float] = field(default_factory=dict)  # each function's, for the total
     metrics: dict[str, list[Any]] = field(default_factory=dict)
+    advantage: list[float] | None = None  # as the trainer computed them for the loss
 
 
 class SampleCapture:
@@ -144,6 +147,31 @@ class SampleCapture:
                     batch.metrics[str(column)] = [None if v is None else float(v) for v in vals]
         except Exception as exc:  # noqa: BLE001
             self.problem("log_extra", exc)
+
+    def open_batch(self) -> _Batch | None:
+        with self._lock:
+            return self._open
+
+    def add_advantages(self, before: _Batch | None, output: Any) -> None:
+        """The trainer's scoring step returned `output` (TRL: `{"advantages": tensor, ...}`,
+        this process's completions in order): give its advantages to the batch the reward
+        functions scored during it (none when they scored nothing new: `before` is still
+        open, or evaluation)."""
+        try:
+            values = output.get("advantages") if isinstance(output, Mapping) else None
+            if values is None:
+                return
+            column = values.tolist() if hasattr(values, "tolist") else list(values)
+            with self._lock:
+                batch = self._open
+                if batch is None or batch is before or batch.advantage is not None:
+                    return
+                if len(column) != batch.size or not all(_number_or_none(v) for v in column):
+                    raise ValueError(f"{len(column)} advantages of shape other than one "
+                                     f"number per completion ({batch.size})")
+                batch.advantage = [float(v) for v in column]
+        except Exception as exc:  # noqa: BLE001 - capture never breaks training
+            self.problem("advantages", exc)
 
     # ------------------------------------------------------------ called by the callback
 
@@ -216,6 +244,8 @@ class SampleCapture:
         chunk: dict[str, Any] = {"step": batch.step, "sample_id": batch.sample_ids,
                                  "group_id": batch.group_ids, "reward": reward,
                                  "env": batch.env, "metrics": metrics or None}
+        if batch.advantage is not None:
+            chunk["advantage"] = batch.advantage
         if batch.lengths is not None:
             chunk["completion_tokens"] = batch.lengths
         if batch.stop_reason is not None:

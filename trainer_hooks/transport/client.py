@@ -347,7 +347,10 @@ class Client(TimelineCalls):
         run stays open (shown `crashed` once nothing keeps it alive, unless another client
         ends it). A client that started its run and is not closed when the process ends ends
         it itself: `failed` on an uncaught exception or SIGTERM, else `finished`
-        (transport.exits). Idempotent."""
+        (transport.exits). When the run ends `finished` (or this client joined it) and the
+        server acknowledged everything, the outbox file is removed, and its run's directory
+        with the last slot; otherwise it stays, for `telescope sync` or a resume (which
+        remembers the samples it sealed). Idempotent."""
         if self._close_result is not None:
             return self._close_result
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -363,6 +366,8 @@ class Client(TimelineCalls):
                         "(resume)", self.run, self.ledger.total,
                         self._books["deduped_samples"])
         self._closed = True
+        # Nothing left to replay and no resume to remember samples for: the outbox goes
+        self._engine.discard_when_empty = status == "finished" or self.join
         self._queue.append(StopCall())
         self._engine.kick()
         left = None if deadline is None else max(0.0, deadline - time.monotonic()) + 5.0

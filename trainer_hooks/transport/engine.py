@@ -52,6 +52,10 @@ class SenderEngine:
         self.connection: Connection | None = None
         self.waiters: FlushWaiters | None = None
         self.left: Summary | None = None  # what the outbox still held when the thread stopped
+        # Set by close() before it stops the thread: remove the outbox's files when it is
+        # left empty (the run ended finished, or a joined client: no resume needs them)
+        self.discard_when_empty = False
+        self.discarded = False
 
     # ---------------------------------------------------------------- any thread
 
@@ -147,7 +151,12 @@ class SenderEngine:
                 with contextlib.suppress(sqlite3.Error):  # (only close()'s report needs it)
                     self.left = outbox.summary()
             finally:
-                outbox.close()
+                left = self.left
+                if self.discard_when_empty and left is not None and not left.total \
+                        and not left.unwritten:
+                    self.discarded = outbox.discard()
+                else:
+                    outbox.close()
 
     def spill_due(self, outbox: Outbox, *, everything: bool) -> bool:
         """Write the staged bodies that are due to disk: all of them with `everything`, past

@@ -20,7 +20,9 @@ again; those sent (`Outbox.in_doubt`; the connection records in `meta` how far i
 those samples out. A transaction's changes to the in-memory state (counts, staged bodies)
 happen only once it commits (`_Tx`, `on_commit`).
 
-Layout: `<spool dir>/<run key>/<slot>.sqlite`, `<slot>` = `slot-<i>` or a given name; the run
+Layout: `<spool dir>/<run key>/<slot>.sqlite`, `<slot>` = `slot-<i>` or a given name (a
+client that ends its run `finished`, or joined one, with everything acknowledged removes its
+slot and, when it was the last, the run's directory: `Outbox.discard`); the run
 key names the run and hashes it with the server URL and token (`scope`), so an outbox is only
 ever replayed to the server and project it was written for. A client
 holds an exclusive advisory lock (`<slot>.lock`, flock) on its slot for its lifetime, so
@@ -460,6 +462,33 @@ class Outbox:
                 os.close(self._lock_fd)  # releases the flock
                 self._lock_fd = None
 
+    def discard(self) -> bool:
+        """Close, and remove this outbox's files when it holds nothing (every message
+        acknowledged, nothing staged), then its run's directory when no other slot is in it;
+        whether the files went. The slot's lock is held until its files are gone, and
+        `try_lock` refuses a lock file that was removed meanwhile, so no other client writes
+        into a removed slot."""
+        path = self.path
+        if path is None or self.rows or self._staged:
+            self.close()
+            return False
+        try:
+            self._db.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path.with_name(path.name + suffix))
+            if self._lock_fd is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path.with_suffix(".lock"))
+        except OSError as exc:
+            log.info("telescope: could not remove the delivered outbox %s: %s", path, exc)
+            return False
+        finally:
+            self.close()
+        with contextlib.suppress(OSError):  # not empty: another slot of the run is there
+            path.parent.rmdir()
+        return True
+
 
 class _Tx:
     """BEGIN IMMEDIATE … COMMIT (ROLLBACK on error); nested use joins the outer one. What the
@@ -521,16 +550,25 @@ def _make_private(path: Path) -> None:
 
 def try_lock(path: Path) -> int | None:
     """The exclusive lock on a slot (its `.lock` file): the open descriptor that holds it, or
-    None when another process holds it (a live client, or `telescope sync` delivering it)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    if _fcntl is None:
-        return fd
-    try:
-        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    None when another process holds it (a live client, or `telescope sync` delivering it).
+    A lock taken on a file its holder removed meanwhile (`Outbox.discard`) is taken again on
+    the file now at `path`."""
+    for _ in range(8):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        if _fcntl is None:
+            return fd
+        try:
+            _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # removed while we waited for it: lock the one at `path` now
+    raise OSError(f"cannot lock {path}: it keeps being removed")
 
 
 def open_slot(directory: Path, run: str, *, name: str | None = None,
@@ -544,13 +582,12 @@ def open_slot(directory: Path, run: str, *, name: str | None = None,
     name is in use, the lowest free `slot-<i>.sqlite`. With `url` and `token` the slot
     remembers them (`Outbox.remember_target`), for `telescope sync`."""
     base = directory / run_key(run, scope)
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
     candidates = [f"slot-{i}" for i in range(MAX_SLOTS)]
     if name is not None:
         candidates.insert(0, re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64])
     mine: Outbox | None = None
     for stem in candidates:
-        fd = try_lock(base / f"{stem}.lock")
+        fd = _lock_in(base, f"{stem}.lock")
         if fd is not None:
             if name is not None and stem != candidates[0]:
                 log.warning("telescope: spool slot %r is in use; using %s", name, stem)
@@ -568,6 +605,18 @@ def open_slot(directory: Path, run: str, *, name: str | None = None,
     return mine
 
 
+def _lock_in(base: Path, name: str) -> int | None:
+    """`try_lock` of `base / name`, making `base` (again, when the last client of the run
+    removed it meanwhile: `Outbox.discard`)."""
+    for _ in range(8):
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            return try_lock(base / name)
+        except FileNotFoundError:
+            continue
+    raise OSError(f"cannot make the spool directory {base}: it keeps being removed")
+
+
 def _adopt_dead(mine: Outbox, base: Path, fsync: bool) -> None:
     """Move the pending messages of every unlocked slot of `base` (a client that died) into
     `mine`."""
@@ -576,6 +625,11 @@ def _adopt_dead(mine: Outbox, base: Path, fsync: bool) -> None:
             continue
         fd = try_lock(other_path.with_suffix(".lock"))
         if fd is None:
+            continue
+        if not other_path.exists():  # its client removed it, delivered, meanwhile
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(other_path.with_suffix(".lock"))
+            os.close(fd)
             continue
         other = Outbox(other_path, lock_fd=fd, fsync=fsync, bump_gen=False)
         try:
