@@ -3,7 +3,7 @@
     .venv/bin/python bench/peers_workload.py [--steps 2000] [--keys 40] [--samples 512]
                                             [--group 16] [--metrics 8] [--lists] [--repeat 3]
 
-The workload of bench/peers_gen.py: `--steps` steps, each with one `log_step` of `--keys` keys
+The workload of devtools/peers_gen.py: `--steps` steps, each with one `log_step` of `--keys` keys
 and one `log_samples` of `--samples` samples in groups of `--group` with `--metrics` sample
 metrics, two environments. Wall time of the trainer from the first log call to `close()`
 returning True — every value stored *and aggregated* (close sends a barrier), so the read API
@@ -32,8 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import peers_gen  # noqa: E402 (beside this script)
-
+from devtools import peers_gen  # noqa: E402
 from devtools.live_server import LiveServer, ServerState, running  # noqa: E402
 from trainer_hooks import connect  # noqa: E402
 

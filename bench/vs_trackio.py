@@ -6,7 +6,7 @@
                                           --metrics 8]
 
 Each side is a whole process (`subprocess`), timed from spawn to exit: Python's start, the
-imports, generating the workload (bench/peers_gen.py, the same module and seed in every
+imports, generating the workload (devtools/peers_gen.py, the same module and seed in every
 process), logging it, and the wait after the loop until everything is stored — ours:
 `client.close()` returning True, which means stored and aggregated (close sends a barrier),
 readable through the read API; trackio: `trackio.finish()` in its local mode (its own SQLite
@@ -36,6 +36,7 @@ loop ≤ 0.3 s; cost ≤ 50 µs per step.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -48,6 +49,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -81,6 +83,17 @@ def _timed(fn, *args) -> float:  # type: ignore[no-untyped-def]
     return time.perf_counter() - t
 
 
+def _peers_gen() -> ModuleType:
+    """devtools/peers_gen.py of this checkout, loaded by its path (another checkout measured
+    with --base may have none)."""
+    spec = importlib.util.spec_from_file_location("peers_gen", ROOT / "devtools" / "peers_gen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["peers_gen"] = module  # (its dataclass looks its module up)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _process_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -90,9 +103,8 @@ def child(ns: argparse.Namespace) -> int:
     """One side's whole job; prints its phase stamps (time.time()) as one JSON line."""
     stamps = {"imported": 0.0}
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-    sys.path.insert(0, str(Path(ns.root).resolve()))
-    sys.path.append(str(HERE))
-    import peers_gen
+    sys.path.insert(0, str(Path(ns.root).resolve()))  # the checkout whose client is measured
+    peers_gen = _peers_gen()  # this checkout's, whichever is measured
 
     work = peers_gen.from_args(ns)
     if ns.child == "ours":
@@ -378,9 +390,7 @@ def report(sides: list[Side], ns: argparse.Namespace) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
-    sys.path.insert(0, str(HERE))
-    import peers_gen
-
+    peers_gen = _peers_gen()
     peers_gen.add_arguments(ap)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--base", type=Path, help="another checkout: its client and server too")

@@ -1,5 +1,5 @@
 """The peers' workload, generated the same way inside every process that logs it
-(bench/vs_trackio.py's children, bench/peers_workload.py).
+(bench/vs_trackio.py's children, bench/peers_workload.py): what those benchmarks share.
 
 Per step: one dict of `keys` step metrics and one batch of `samples` samples in groups of
 `group`, with `metrics` sample metrics, half of them in environment "countdown" and half in
