@@ -22,7 +22,9 @@ checkout (a `git worktree` of an earlier commit), run with this venv, for a befo
 one run. The sides alternate (their order rotates each round); medians of `--repeat` rounds.
 
 Each child prints its own phase times (wall clock): start + import, generate, init
-(`connect` / `trackio.init`), logging loop, wait after the loop, exit. `--work-us N` gives
+(`connect` / `trackio.init`), logging loop, wait after the loop, exit. With `--lists` (or the
+`--lists-too` side) each step's lists are made in the loop, as a reward function returns them
+(not a whole run of Python floats held at once); that time counts as generating. `--work-us N` gives
 every step N µs of the trainer's own CPU work (a Python loop holding the GIL, calibrated
 once) and times the loop twice in each child, without logging and then with it: the
 trainer's cost per step (loop with logging minus without, the GIL the sender thread takes
@@ -36,6 +38,7 @@ loop ≤ 0.3 s; cost ≤ 50 µs per step.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -113,7 +116,10 @@ def child(ns: argparse.Namespace) -> int:
         os.environ["TRACKIO_DIR"] = ns.trackio_dir
         import trackio
     stamps["imported"] = time.time()
-    step_metrics, columns = peers_gen.generate(work)
+    # Lists are made step by step in the loop (timed apart, counted as generating), as a
+    # reward function returns them, not held for the whole run at once.
+    step_metrics, columns = peers_gen.generate(dataclasses.replace(work, lists=False))
+    convert = 0.0
     n_busy = _calibrate(ns.work_us) if ns.work_us else 0
     stamps["generated"] = time.time()
     out: dict[str, float] = {}
@@ -134,7 +140,13 @@ def child(ns: argparse.Namespace) -> int:
             if n_busy:
                 _busy(n_busy)
             client.log_step(step, step_metrics[step])
-            client.log_samples(step, **columns[step])
+            if work.lists:
+                t = time.perf_counter()
+                cols = peers_gen.as_lists(columns[step])
+                convert += time.perf_counter() - t
+            else:
+                cols = columns[step]
+            client.log_samples(step, **cols)
         out["loop_cpu"] = time.thread_time() - c0
         stamps["loop"] = time.time()
         ok = client.close(timeout=600)
@@ -152,13 +164,20 @@ def child(ns: argparse.Namespace) -> int:
             if n_busy:
                 _busy(n_busy)
             row = dict(step_metrics[step])
-            row.update(peers_gen.summary(columns[step]))
+            if work.lists:
+                t = time.perf_counter()
+                cols = peers_gen.as_lists(columns[step])
+                convert += time.perf_counter() - t
+            else:
+                cols = columns[step]
+            row.update(peers_gen.summary(cols))
             trackio.log(row, step=step)
         out["loop_cpu"] = time.thread_time() - c0
         stamps["loop"] = time.time()
         trackio.finish()
         stamps["wait"] = time.time()
         out["others_cpu"] = _process_cpu() - p0 - (time.thread_time() - c0)
+    out["convert"] = convert
     print(MARK + json.dumps({"stamps": stamps, **out}), flush=True)
     return 0
 
@@ -306,6 +325,8 @@ def run_side(side: Side, ns: argparse.Namespace, workload_args: list[str], i: in
     s = got["stamps"]
     marks = [t0, s["imported"], s["generated"], s["init"], s["loop"], s["wait"], t1]
     fig = {p: b - a for p, a, b in zip(PHASES, marks[:-1], marks[1:], strict=True)}
+    fig["loop"] -= got["convert"]  # making the lists in the loop: generating, not logging
+    fig["generate"] += got["convert"]
     fig.update(total=t1 - t0, load=load, loop_cpu=got["loop_cpu"], cpu_client=client_cpu,
                cpu_server=server_cpu, others_cpu=got["others_cpu"])
     if "bare_loop" in got:

@@ -76,12 +76,17 @@ def generate(w: Workload) -> tuple[list[dict[str, float]], list[Columns]]:
             "completion_tokens": rng.integers(10, 2000, w.samples).astype(np.float64),
             "metrics": {f"m{m}": rng.random(w.samples) for m in range(w.metrics)},
         }
-        if w.lists:
-            cols = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
-                    for k, v in cols.items()}
-            cols["metrics"] = {k: v.tolist() for k, v in cols["metrics"].items()}
-        columns.append(cols)
+        columns.append(as_lists(cols) if w.lists else cols)
     return step_metrics, columns
+
+
+def as_lists(cols: Columns) -> Columns:
+    """One step's columns with the arrays as Python lists (a process that logs lists makes
+    them step by step, as a reward function does: `generate` of a whole run of lists holds
+    millions of Python floats at once)."""
+    out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in cols.items()}
+    out["metrics"] = {k: v.tolist() for k, v in cols["metrics"].items()}
+    return out
 
 
 def summary(cols: Columns) -> dict[str, float]:
