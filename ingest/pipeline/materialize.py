@@ -613,6 +613,8 @@ class Materializer:
         """The run's timeline series, recomputed from all of its events if they changed: at
         most every TIMELINE_SECONDS while events stream in (a pass reads every event of the
         run), at once for a barrier."""
+        if await self._call(timeline.behind, run_id) is None:
+            return  # no events since its series were computed (most runs: none at all)
         now = time.monotonic()
         wait = self.timeline_at.get(run_id, -TIMELINE_SECONDS) + TIMELINE_SECONDS - now
         if wait > 0 and not urgent and not self._urgent(run_id):
