@@ -65,6 +65,11 @@ bench: $(VENV)/.dev
 	$(PY) bench/isolation.py
 	$(PY) bench/freshness.py
 	$(PY) bench/soak.py
+	$(PY) bench/vs_trackio.py
+	$(PY) bench/events.py
+	$(PY) bench/timeline.py
+	$(PY) bench/timeline_page.py
+	$(PY) bench/spans.py
 
 clean:
 	rm -rf $(VENV) data
