@@ -610,9 +610,9 @@ class Materializer:
                     await self._call(release, run_id, unused.steps)
 
     async def _timeline(self, run_id: int, urgent: bool) -> None:
-        """The run's timeline series, recomputed from all of its events if they changed: at
-        most every TIMELINE_SECONDS while events stream in (a pass reads every event of the
-        run), at once for a barrier."""
+        """The run's timeline series brought up to date if its events changed
+        (ingest.pipeline.timeline): at most every TIMELINE_SECONDS while events stream in, at
+        once for a barrier."""
         if await self._call(timeline.behind, run_id) is None:
             return  # no events since its series were computed (most runs: none at all)
         now = time.monotonic()

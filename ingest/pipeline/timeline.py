@@ -1,14 +1,17 @@
-"""The derived `timing_*` series of a run (catalog kind `timeline`), recomputed from all of its
-stored events whenever events arrived since the last computation (ingest.core.timeline holds
-the formulas), and written as points like the other aggregates: only what changed since the
-last computation, a withdrawn point as a NaN tombstone.
+"""The derived `timing_*` series of a run (catalog kind `timeline`), kept equal to what the
+formulas (ingest.core.timeline) give over all of its stored events, and written as points like
+the other aggregates: only what changed since the last computation, a withdrawn point as a NaN
+tombstone.
 
 Every events message bumps the run's `TimelineState.version` in its own transaction; a pass
 reads the version first and then every batch committed (so at least those of that version),
 and records `done_version` = that version under the run's lock, never going back (a slower
-process's older result is dropped). A late generation of an earlier step therefore changes
-that step's points at the next pass, and a barrier waits for `done_version` to reach the
-version it saw (`behind` / `caught_up`).
+process's older result is dropped). A pass decodes only the batches it has not seen (the run's
+events are cached per process, `run_events`) and recomputes only the steps they can change
+(ingest.core.timeline_delta: a late generation changes its window's step), everything when the
+delta cannot tell (a new loop start, another lane count, save_batch times out of order, no
+series stored yet). A barrier waits for `done_version` to reach the version it saw (`behind` /
+`caught_up`).
 """
 
 from __future__ import annotations
