@@ -89,7 +89,7 @@ def timeline_page(request: HttpRequest, run_id: int) -> HttpResponse:
     if run is None:
         return run_missing(request, run_id)
     context = {"run": run, "run_info": reads.run_detail(run), "modules": TIMELINE_MODULES,
-               "extent": _event_extent(run)["extent"]}
+               "extent": _event_extent(run)["extent"], "page": "Timeline", "tab": "timeline"}
     return render(request, "timeline.html", context)
 
 
@@ -100,7 +100,7 @@ def performance_page(request: HttpRequest, run_id: int) -> HttpResponse:
     if run is None:
         return run_missing(request, run_id)
     context = {"run": run, "run_info": reads.run_detail(run), "modules": PERFORMANCE_MODULES,
-               "timeline": _event_extent(run)}
+               "timeline": _event_extent(run), "page": "Performance", "tab": "performance"}
     return render(request, "performance.html", context)
 
 
