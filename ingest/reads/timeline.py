@@ -39,7 +39,7 @@ class ReadError(ValueError):
 def state(run_id: int) -> TimelineState | None:
     """The run's timeline state (None: it has sent no events or gauges); Run.DoesNotExist
     when there is no such run."""
-    found = TimelineState.objects.filter(run_id=run_id).first()
+    found = TimelineState.objects.filter(run_id=run_id).defer("derived").first()
     if found is None and not Run.objects.filter(pk=run_id).exists():
         raise Run.DoesNotExist(run_id)
     return found
