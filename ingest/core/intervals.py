@@ -62,6 +62,20 @@ def distinct_pairs(a: np.ndarray, b: np.ndarray) -> int:
     return int(factorize(factorize(a)[1] * (int(codes_b.max()) + 1) + codes_b)[0].size)
 
 
+def label_pairs(values: Sequence[L], codes: np.ndarray, ints: np.ndarray
+                ) -> list[tuple[L | None, int | None]]:
+    """The distinct (label, integer) pairs of a label column (codes into `values`, -1 null) and
+    an integer column (-1 null), None for a null: one integer key per pair, no sort of pairs
+    as rows (a run's inference lanes are its generations' (server, slot) pairs)."""
+    if not codes.size:
+        return []
+    labels, small = np.asarray(codes, dtype=np.int64) + 1, np.asarray(ints, dtype=np.int64) + 1
+    width = int(small.max()) + 1
+    return [(None if k // width == 0 else values[k // width - 1],
+             None if k % width == 0 else k % width - 1)
+            for k in np.unique(labels * width + small).tolist()]
+
+
 def union(group: np.ndarray, start: np.ndarray, end: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray]:
     """The union of each group's intervals [start, end), as disjoint intervals (starts, ends):

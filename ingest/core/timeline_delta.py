@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ingest.core.intervals import label_mask
+from ingest.core.intervals import factorize, label_mask
 from ingest.core.timeline import EventTable
 
 
@@ -50,7 +50,7 @@ def affected(ev: EventTable, new: int) -> tuple[np.ndarray, np.ndarray] | None:
     ends = (_named(ev, "generation") | _named(ev, "compute_reward")) & span
     sync = _named(ev, "weight_sync") & span & stepped
 
-    train_steps = _distinct(ev.step[trainer])
+    train_steps = factorize(ev.step[trainer])[0]  # sorted distinct (no sort for a small range)
     touched = [np.unique(ev.step[trainer & fresh])]
     touched.append(_next(train_steps, touched[0]))
 
@@ -93,19 +93,6 @@ def affected(ev: EventTable, new: int) -> tuple[np.ndarray, np.ndarray] | None:
         inside = ends & (window < save_times.size)
         need[inside] |= np.isin(save_steps[window[inside]], steps)
     return steps, np.flatnonzero(need)
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of non-negative integers: by presence when their range is
-    small (no sort), else np.unique."""
-    if not values.size:
-        return values.astype(np.int64)
-    top = int(values.max())
-    if top > 4 * values.size + (1 << 16):
-        return np.unique(values)
-    present = np.zeros(top + 1, dtype=bool)
-    present[values] = True
-    return np.flatnonzero(present).astype(np.int64)
 
 
 def _next(steps: np.ndarray, of: np.ndarray) -> np.ndarray:

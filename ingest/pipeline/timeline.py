@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from ingest.core import eventstore, pointstore
 from ingest.core import timeline as formulas
 from ingest.core.commit import Outcome, PointWriter, lock_run, publish_series_pks
+from ingest.core.intervals import label_pairs
 from ingest.core.timeline_delta import affected
 from ingest.models import Run, Series
 from ingest.reads.timeline import configured_lanes
@@ -110,14 +111,8 @@ class Growing:
         if generation is not None and m:
             rows = slice(self.n, end)
             gen = (self.cols["name"][rows] == generation) & ~np.isnan(self.cols["end"][rows])
-            codes = self.cols["server"][rows][gen].astype(np.int64) + 1  # (nulls: 0)
-            slots = self.cols["slot"][rows][gen] + 1
-            if codes.size:  # one integer key per pair (np.unique over axis 1 sorts rows)
-                width = int(slots.max()) + 1
-                servers = self.lists["servers"]
-                self.lanes.update((None if k // width == 0 else servers[k // width - 1],
-                                   None if k % width == 0 else k % width - 1)
-                                  for k in np.unique(codes * width + slots).tolist())
+            self.lanes.update(label_pairs(self.lists["servers"], self.cols["server"][rows][gen],
+                                          self.cols["slot"][rows][gen]))
         self.n = end
 
     def table(self) -> formulas.EventTable:
@@ -201,7 +196,7 @@ def compute(run_id: int) -> Computed | None:
     version, base, base_lanes = int(row[0]), int(row[2]), row[3]
     held = run_events(run_id)
     ev = held.events.table()
-    lanes = formulas.inference_lanes(ev, run_lanes(run_id) or len(held.events.lanes))
+    lanes = run_lanes(run_id) or len(held.events.lanes)  # config, else the generations' pairs
     batch = int(held.ids[-1]) if held.ids.size else 0
     found = None
     at = int(np.searchsorted(held.ids, base, side="right"))

@@ -17,7 +17,7 @@ from django.db import connection
 
 from ingest.core import eventstore
 from ingest.core import timeline as formulas
-from ingest.core.intervals import factorize
+from ingest.core.intervals import factorize, label_mask
 from ingest.models import Run, TimelineState
 from ingest.reads.downsample import downsample
 
@@ -77,7 +77,7 @@ def events(run_id: int, start: float | None, end: float | None, source: str | No
     lo, hi = _window(start, end)
     ev = _load_events(run_id, lo, hi) if st is not None and st.events else None
     if ev is not None and source:
-        ev = eventstore.take(ev, _coded(ev.source, ev.sources, source))
+        ev = eventstore.take(ev, np.flatnonzero(label_mask(ev.sources, ev.source, source)))
     truncated = False
     if ev is not None:
         order = np.argsort(ev.start, kind="stable")
@@ -89,13 +89,6 @@ def events(run_id: int, start: float | None, end: float | None, source: str | No
                 "truncated": False, "extent": extent}
     return {"events": eventstore.to_columns(ev), "lanes": lanes(ev), "truncated": truncated,
             "extent": extent}
-
-
-def _coded(codes: np.ndarray, values: list[Any], wanted: Any) -> np.ndarray:
-    """Positions of the rows whose label is `wanted`."""
-    if wanted not in values:
-        return np.zeros(0, dtype=np.intp)
-    return np.flatnonzero(codes == values.index(wanted))
 
 
 def lanes(ev: formulas.EventTable) -> list[dict[str, Any]]:

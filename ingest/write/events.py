@@ -15,6 +15,7 @@ from django.db.models import F
 
 from ingest.core import eventstore
 from ingest.core.commit import PointWriter
+from ingest.core.intervals import label_pairs
 from ingest.models import TimelineState
 from trainer_hooks.wire.schema import Events, Gauges, Labels
 
@@ -87,7 +88,8 @@ def summary(msg: Events) -> tuple[list[Any], list[Any], list[Any]]:
     generation = span & _named(msg.name, "generation")
     sync = span & _named(msg.name, "weight_sync")
     trainer = span & _named(msg.source, "trainer")
-    lanes = _distinct_pairs(msg.server, msg.slot, generation)
+    lanes = [list(pair) for pair in label_pairs(msg.server.values, msg.server.codes[generation],
+                                                msg.slot[generation])]
     servers = [_label(msg.server, int(c)) for c in np.unique(msg.server.codes[generation | sync])]
     ranks = [None if r < 0 else int(r) for r in np.unique(msg.rank[trainer]).tolist()]
     return lanes, servers, ranks
@@ -101,16 +103,6 @@ def _named(labels: Labels, value: str) -> np.ndarray:
 
 def _label(labels: Labels, code: int) -> Any:
     return None if code < 0 else labels.values[code]
-
-
-def _distinct_pairs(server: Labels, slot: np.ndarray, mask: np.ndarray) -> list[Any]:
-    if not mask.any():
-        return []
-    codes, slots = server.codes[mask].astype(np.int64) + 1, slot[mask] + 1  # (nulls: 0)
-    width = int(slots.max()) + 1
-    keys = np.unique(codes * width + slots)  # one int key per pair: no sort of pairs as rows
-    return [[_label(server, int(k // width) - 1), None if k % width == 0 else int(k % width) - 1]
-            for k in keys.tolist()]
 
 
 def _union(old: list[Any], new: list[Any]) -> list[Any]:

@@ -151,3 +151,17 @@ def wait_chart(pg: Any, sid: str, predicate: str = "true", timeout: float = 10_0
 def trace(fig: Any, run_id: int, role: str) -> Any:
     return next(t for t in fig["data"] if t["meta"] and t["meta"]["run"] == run_id
                 and t["meta"]["role"] == role)
+
+
+@pytest.fixture
+def strict_page(browser: Any) -> Iterator[tuple[Any, list[str]]]:
+    """A page held to the Content-Security-Policy (no bypass_csp, unlike `page`): (page,
+    violations and JS errors)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda exc: problems.append(str(exc)))
+    pg.on("console", lambda m: problems.append(m.text)
+          if "Content Security Policy" in m.text else None)
+    yield pg, problems
+    context.close()

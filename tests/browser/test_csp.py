@@ -5,29 +5,13 @@ inline script does not run."""
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from ingest.core.series_ids import series_id
 from tests.browser.conftest import Dashboard, step
 
 SID = series_id("step", "loss")
 CHART = f"[data-series-id='{SID}']"
-
-
-@pytest.fixture
-def strict_page(browser: Any) -> Iterator[tuple[Any, list[str]]]:
-    """A page held to the policy: (page, violations and JS errors)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    pg = context.new_page()
-    problems: list[str] = []
-    pg.on("pageerror", lambda exc: problems.append(str(exc)))
-    pg.on("console", lambda m: problems.append(m.text)
-          if "Content Security Policy" in m.text else None)
-    yield pg, problems
-    context.close()
 
 
 def samples(run: str, step_: int) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -302,19 +301,6 @@ def test_the_run_tabs_and_the_overview_link_to_the_timeline_and_performance(
     page.wait_for_selector("#timeline[data-drawn]", state="attached", timeout=20_000)
     assert page.get_attribute(".view-tabs a[aria-current=page]", "href") == (
         f"/runs/{run_id}/timeline")
-
-
-@pytest.fixture
-def strict_page(browser: Any) -> Iterator[tuple[Any, list[str]]]:
-    """A page held to the Content-Security-Policy: (page, violations and JS errors)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    pg = context.new_page()
-    problems: list[str] = []
-    pg.on("pageerror", lambda exc: problems.append(str(exc)))
-    pg.on("console", lambda m: problems.append(m.text)
-          if "Content Security Policy" in m.text else None)
-    yield pg, problems
-    context.close()
 
 
 def test_the_timeline_and_performance_pages_keep_to_the_policy(

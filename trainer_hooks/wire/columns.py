@@ -14,6 +14,7 @@ text columns `prompt` and `completion` as lists of strings); every problem is a
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -158,17 +159,24 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
 def _unknown_fields(obj: dict[str, Any]) -> dict[str, str]:
     """{field: why} for each field that is no samples column: left out, not silently
     dropped (a misspelt `advantages` must not look stored)."""
-    unknown = [name for name in obj if name not in _KNOWN_FIELDS]
+    return unknown_fields(obj, _KNOWN_FIELDS, "samples column")
+
+
+def unknown_fields(obj: dict[str, Any], known: Collection[str], kind: str) -> dict[str, str]:
+    """{field: why} for each field of a columnar message that is not in `known` ("not a
+    <kind>, left out", with the closest known name); more than MAX_UNKNOWN_FIELDS of them is
+    an error."""
+    unknown = [name for name in obj if name not in known]
     if len(unknown) > MAX_UNKNOWN_FIELDS:
         raise ProtocolError("too_many", str(unknown[0])[:MAX_KEY_CHARS],
-                            f"{len(unknown)} fields that are no samples column; the limit is "
+                            f"{len(unknown)} fields that are no {kind}; the limit is "
                             f"{MAX_UNKNOWN_FIELDS}")
     out: dict[str, str] = {}
     for name in unknown:
         label = str(name)[:MAX_KEY_CHARS]
-        close = difflib.get_close_matches(label, _KNOWN_FIELDS, n=1)
-        out[label] = "not a samples column, left out" + (f" (did you mean {close[0]!r}?)"
-                                                          if close else "")
+        close = difflib.get_close_matches(label, known, n=1)
+        out[label] = f"not a {kind}, left out" + (f" (did you mean {close[0]!r}?)"
+                                                   if close else "")
     return out
 
 

@@ -21,13 +21,12 @@ out and named in the ack (`left_out`), as samples' are.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, TypeGuard
 
 import numpy as np
 
 from trainer_hooks.wire.arrays import is_array
-from trainer_hooks.wire.columns import ENVELOPE, MAX_UNKNOWN_FIELDS, _float_column
+from trainer_hooks.wire.columns import ENVELOPE, _float_column, unknown_fields
 from trainer_hooks.wire.schema import (
     EVENT_STATUSES,
     MAX_EVENTS_PER_MESSAGE,
@@ -153,19 +152,7 @@ def _row_count(obj: dict[str, Any], columns: tuple[str, ...]) -> int:
 def _unknown_fields(obj: dict[str, Any], mtype: str) -> dict[str, str]:
     """{field: why} for each field that is no column of the message's type: left out and
     named, not silently dropped."""
-    known = _KNOWN[mtype]
-    unknown = [name for name in obj if name not in known]
-    if len(unknown) > MAX_UNKNOWN_FIELDS:
-        raise ProtocolError("too_many", str(unknown[0])[:MAX_KEY_CHARS],
-                            f"{len(unknown)} fields that are no column of {mtype}; the limit is "
-                            f"{MAX_UNKNOWN_FIELDS}")
-    out: dict[str, str] = {}
-    for name in unknown:
-        label = str(name)[:MAX_KEY_CHARS]
-        close = difflib.get_close_matches(label, known, n=1)
-        out[label] = f"not a column of {mtype}, left out" + (f" (did you mean {close[0]!r}?)"
-                                                             if close else "")
-    return out
+    return unknown_fields(obj, _KNOWN[mtype], f"column of {mtype}")
 
 
 # ---------------------------------------------------------------- times and integers
