@@ -1,19 +1,29 @@
-"""`telescope`: the dashboard from a pip install (`pip install "telescope-dashboard[server]"`).
+"""`telescope`: every command of the dashboard's server, from its install or a checkout.
 
-    telescope serve [--host H] [--port P] [--data-dir DIR]   migrate, collect the static files
-                                                             (when changed), serve; prints the URL
-    telescope token PROJECT                                  a new ingest token (shown once)
-    telescope token --list [PROJECT] | --revoke PREFIX       the tokens (no secrets); revoke one
+    telescope serve [--host H] [--port P]          migrate, collect the static files (when
+                                                   changed), serve; prints the URL
+    telescope token PROJECT                        a new ingest token (shown once)
+    telescope token --list [PROJECT]               the tokens (prefixes, never a token)
+    telescope token --revoke PREFIX                revoke one
+    telescope declare-ranges --project P --run R [--strict] FILE.yaml [FILE.yaml ...]
+                                                   a run's reward and metric ranges
     telescope import tensorboard|trackio|wandb PATH --project P [--run NAME]
-    telescope demo                                           a synthetic GRPO run to look at
-    telescope sync [--spool DIR] [--token T] [--dry-run]     deliver the outboxes trainers
-                                                             left undelivered (no Django)
+    telescope demo [--steps N]                     a synthetic GRPO run to look at
+    telescope sync [--spool DIR] [--token T] [--dry-run]
+                                                   deliver the outboxes trainers left
+                                                   undelivered (no Django)
 
-Every command uses the data directory `--data-dir`, else `$TELESCOPE_DATA_DIR`, else
+`declare-ranges`, `import` and `demo` are the management commands `declare_ranges`, `import`
+and `demo` (ingest.management.arguments: one definition of their options); `manage.py` stays
+for Django's own commands. Long commands show their progress on stderr: a bar on a terminal,
+plain lines elsewhere (ingest.management.progress).
+
+Every command but `sync` uses the data directory `--data-dir`, else `$TELESCOPE_DATA_DIR`, else
+in a checkout its `data/` (where `manage.py` and `make run` keep it), else
 `$XDG_DATA_HOME/telescope` (`~/.local/share/telescope`), and brings its database up to date
 first, so `telescope token` works before the first `serve`. `DATABASE_URL`, `REDIS_URL` and
 the other settings of the README's Configuration apply as they do to `manage.py`. In a checkout,
-`make run` stays the one command.
+`make run` stays the one command to start.
 """
 
 from __future__ import annotations
@@ -24,20 +34,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ingest.management import arguments
 from trainer_hooks import sync as trainer_sync
+
+# A checkout (manage.py beside the package): its data/, as telescope_ui.settings' DATA_DIR.
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def default_data_dir() -> Path:
     if os.environ.get("TELESCOPE_DATA_DIR"):
         return Path(os.environ["TELESCOPE_DATA_DIR"])
+    if (CHECKOUT / "manage.py").is_file():
+        return CHECKOUT / "data"
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(base) / "telescope"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="telescope", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="telescope", description=__doc__.split("\n\n")[0],
+                                epilog="`telescope COMMAND --help` describes each command "
+                                "and its options.")
     p.add_argument("--data-dir", type=Path, help="where the SQLite database and local state "
-                   "live (default: $TELESCOPE_DATA_DIR or ~/.local/share/telescope)")
+                   "live (default: $TELESCOPE_DATA_DIR, else a checkout's data/, else "
+                   "~/.local/share/telescope)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser("serve", help="migrate the database, collect the static files into "
                            "the data directory when they changed, then serve the dashboard")
@@ -54,28 +73,19 @@ def parser() -> argparse.ArgumentParser:
                       "creating one")
     what.add_argument("--revoke", metavar="PREFIX", help="revoke the token whose prefix (as "
                       "--list shows it) this is: refused at once, open connections closed")
-    imp = sub.add_parser("import", help="import TensorBoard, trackio or W&B offline runs; "
-                         "exits 1 when a run was not imported (a damaged file: named with "
-                         "where it is damaged, nothing of that run stored)")
-    imp.add_argument("source", choices=("tensorboard", "trackio", "wandb"),
-                     help="the tool that logged the runs")
-    imp.add_argument("path", help="TensorBoard log dir or event file; a trackio project .db; "
-                     "a W&B offline-run folder or a folder of them")
-    imp.add_argument("--project", required=True, help="the Telescope project")
-    imp.add_argument("--run", help="the Telescope run name (when PATH holds one run; "
-                     "default: the run's own name)")
-    demo = sub.add_parser("demo", help="ingest a synthetic GRPO run to look at")
-    demo.add_argument("--project", default="demo", help="the project (default demo)")
-    demo.add_argument("--run", default="grpo-demo", help="the run (default grpo-demo)")
-    demo.add_argument("--steps", type=int, default=200, help="how many steps (default 200)")
+    shared = []
+    for command in arguments.SHARED:  # one definition with the management command
+        shared.append(sub.add_parser(command.name, help=command.summary,
+                                     description=command.help))
+        command.add(shared[-1])
     about = ("deliver every outbox a trainer left undelivered (server down, process killed) "
              "to the server and run it was meant for; needs only trainer_hooks (also: python "
              "-m trainer_hooks.sync)")
     sync = sub.add_parser("sync", help=about, description=about)
     trainer_sync.add_arguments(sync)
-    for command in (serve, token, imp, demo):  # also accepted after the command
-        command.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
-                             help="as --data-dir before the command")
+    for each in (serve, token, *shared):  # also accepted after the command
+        each.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
+                          help="as --data-dir before the command")
     return p
 
 
@@ -103,13 +113,27 @@ def run(args: argparse.Namespace) -> None:
         serve.main(["--host", args.host, "--port", str(args.port)])
     elif args.command == "token":
         token_command(args)
-    elif args.command == "import":
-        options: dict[str, Any] = {"project": args.project}
-        if args.run:
-            options["run"] = args.run
-        call_command("import", args.source, args.path, **options)
-    elif args.command == "demo":
-        call_command("demo", project=args.project, run=args.run, steps=args.steps)
+    else:
+        [command] = [c for c in arguments.SHARED if c.name == args.command]
+        positional, options = forwarded(command, args)
+        call_command(command.command, *positional, **options)
+
+
+def forwarded(command: arguments.Shared, args: argparse.Namespace) -> tuple[list[Any],
+                                                                          dict[str, Any]]:
+    """`args` as call_command takes them for the management command `command`: its
+    positional arguments (call_command parses those from a command line) and its options."""
+    own = argparse.ArgumentParser(add_help=False)
+    command.add(own)
+    positional: list[Any] = []
+    options: dict[str, Any] = {}
+    for action in own._actions:
+        value = getattr(args, action.dest)
+        if action.option_strings:
+            options[action.dest] = value
+        else:
+            positional += value if isinstance(value, list) else [value]
+    return positional, options
 
 
 def token_command(args: argparse.Namespace) -> None:

@@ -1,4 +1,5 @@
-"""`manage.py import tensorboard|trackio|wandb PATH --project P [--run NAME]`.
+"""`manage.py import` and `telescope import tensorboard|trackio|wandb PATH --project P [--run
+NAME]` (help and options: ingest.management.arguments).
 
 Each run of PATH is read whole before anything of it is stored, so a damaged one (a checksum
 that does not match, a malformed database: `DamagedSource`) stores nothing; it is reported on
@@ -11,53 +12,23 @@ one for an unexpected error).
 from __future__ import annotations
 
 import sys
-import time
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ingest.importers import READERS, SourceRun, find_runs
+from ingest.importers import SourceRun, find_runs
 from ingest.importers.load import Imported, ImportRejected, import_run
 from ingest.importers.source import DamagedSource
+from ingest.management import arguments
+from ingest.management.progress import Progress
 from ingest.models import Project, Run
 
 
-class ProgressBar:
-    """`[#####.....] 1,200/5,000 steps  3,400 steps/s` on one line of `stream` (stderr),
-    redrawn at most 10 times a second and once at the end."""
-
-    def __init__(self, label: str, stream: TextIO, width: int = 30) -> None:
-        self.label, self.stream, self.width = label, stream, width
-        self.started = time.perf_counter()
-        self.drawn = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if done < total and now - self.drawn < 0.1:
-            return
-        self.drawn = now
-        filled = self.width * done // total if total else self.width
-        rate = done / max(now - self.started, 1e-9)
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
-                          f"{done:,}/{total:,} steps  {rate:,.0f} steps/s")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
-
-
 class Command(BaseCommand):
-    help = ("Import runs logged with TensorBoard (event files), trackio (a project's local "
-            "database) or W&B (offline run folders): history scalars become step metrics, the "
-            "config the run's config. Importing the same run again adds nothing.")
+    help = arguments.IMPORT
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("source", choices=sorted(READERS))
-        parser.add_argument("path", type=Path, help="TensorBoard log dir or event file; a "
-                            "trackio project .db; a W&B offline-run folder or a folder of them")
-        parser.add_argument("--project", required=True, help="the Telescope project")
-        parser.add_argument("--run", help="the Telescope run name (when PATH holds one run; "
-                            "default: the run's own name)")
+        arguments.import_runs(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         source, path = options["source"], options["path"]
@@ -73,34 +44,36 @@ class Command(BaseCommand):
                                "run only: import them under their own names, or point PATH "
                                "at one")
         project, _ = Project.objects.get_or_create(name=options["project"])
-        failed = [run.name for run in runs
+        failed = [run.name for i, run in enumerate(runs, start=1)
                   if not self._import(source, run, options["run"] or run.name, project,
-                                      options.get("traceback", False))]
+                                      options.get("traceback", False),
+                                      f" ({i}/{len(runs)})" if len(runs) > 1 else "")]
         if failed:
             raise CommandError(f"{len(failed)} of {len(runs)} {source} runs not imported "
                                f"({', '.join(map(repr, failed))}): see the errors above")
 
     def _import(self, source: str, run: SourceRun, name: str, project: Project,
-                traceback: bool) -> bool:
-        """Import one run; report it (stdout) or why it was not (stderr). Whether it was."""
-        bar = ProgressBar(f"{source} {run.name!r}", sys.stderr)
-        sys.stderr.write(f"{bar.label}: reading…")
-        sys.stderr.flush()
+                traceback: bool, of: str) -> bool:
+        """Import one run (`of`: which of how many); report it (stdout) or why it was not
+        (stderr). Whether it was."""
+        bar = Progress(f"{source} {run.name!r}{of}")
+        bar.note("reading…")
         try:
             done = import_run(project.pk, run, name, progress=bar)
         except ModuleNotFoundError as exc:
             raise CommandError(f"reading {source} files needs the {exc.name!r} package: "
                                "pip install 'telescope-dashboard[import]'") from None
         except (DamagedSource, OSError) as exc:  # read whole before storing: nothing stored
-            return self._failed(f"{source} run {run.name!r} not imported: {exc}")
+            return self._failed(bar, f"{source} run {run.name!r} not imported: {exc}")
         except ImportRejected as exc:
-            return self._failed(f"{source} run {run.name!r}: {exc}; the messages before it "
+            return self._failed(bar, f"{source} run {run.name!r}: {exc}; the messages before it "
                                 "were stored")
         except Exception as exc:  # no input ends in a traceback: say what and where
             if traceback:
                 raise
-            return self._failed(f"{source} run {run.name!r} not imported: unexpected "
+            return self._failed(bar, f"{source} run {run.name!r} not imported: unexpected "
                                 f"{type(exc).__name__}: {exc} (--traceback shows where)")
+        bar.close()
         for warning in run.warnings:
             sys.stderr.write(f"warning: {warning}\n")
         stored = (Run.objects.filter(pk=done.run_id).values_list("name", flat=True).first()
@@ -110,8 +83,9 @@ class Command(BaseCommand):
         return True
 
     @staticmethod
-    def _failed(message: str) -> bool:
-        sys.stderr.write(f"\nerror: {message}\n")
+    def _failed(bar: Progress, message: str) -> bool:
+        bar.clear()
+        sys.stderr.write(f"error: {message}\n")
         sys.stderr.flush()
         return False
 

@@ -1,4 +1,5 @@
-"""`manage.py demo`: a finished synthetic GRPO run to look at (`make run` streams a live one
+"""`manage.py demo` and `telescope demo` (help and options: ingest.management.arguments): a
+finished synthetic GRPO run to look at (`make run` streams a live one
 beside it: telescope_ui.live_demo)."""
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ingest.core.series_ids import series_id
+from ingest.management import arguments
+from ingest.management.commands.materialize import materialize_dirty
+from ingest.management.progress import Progress
 from ingest.models import Project, Run
-from ingest.pipeline.materialize import materialize_all
 from ingest.write.demo import demo_messages
 from ingest.write.frames import handle_objects
 from telescope_ui.models import Layout
@@ -30,15 +33,10 @@ STARTER_CHARTS: list[dict[str, Any]] = [
 
 
 class Command(BaseCommand):
-    help = ("Ingest a synthetic GRPO run (through the real ingest path) to look at, and give its "
-            "project a starter Custom view.")
+    help = arguments.DEMO
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--project", default="demo")
-        parser.add_argument("--run", default="grpo-demo")
-        parser.add_argument("--steps", type=int, default=200)
-        parser.add_argument("--if-empty", action="store_true",
-                            help="do nothing when any run exists already")
+        arguments.demo(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["if_empty"] and Run.objects.exists():
@@ -46,28 +44,27 @@ class Command(BaseCommand):
         project, _ = Project.objects.get_or_create(name=options["project"])
         steps = options["steps"]
         batch: list[dict[str, Any]] = []
-        for i, msg in enumerate(finished_run(options["run"], steps), start=1):
-            batch.append(msg)
-            if len(batch) == BATCH:
-                self._apply(project.pk, batch)
-                batch = []
-                self.stdout.write(f"\rdemo: {i} messages", ending="")
-                self.stdout.flush()
-        self._apply(project.pk, batch)
-        materialize_all(progress=lambda _, left: self._progress(left))
+        stepped = 0  # steps sent so far
+        with Progress("demo: ingesting", steps) as ingesting:
+            for msg in finished_run(options["run"], steps):
+                batch.append(msg)
+                stepped = msg["step"] + 1 if msg["type"] == "step" else stepped
+                if len(batch) == BATCH:
+                    self._apply(project.pk, batch)
+                    batch = []
+                    ingesting.update(stepped)
+            self._apply(project.pk, batch)
+            ingesting.update(steps)
+        materialize_dirty(label="demo: ")
         Layout.objects.get_or_create(project=project, name="default", defaults={
             "charts": [{"wide": False, "settings": {}, **c} for c in STARTER_CHARTS]})
-        self.stdout.write(f"\rdemo: run {options['run']!r} with {steps} steps in project "
+        self.stdout.write(f"demo: run {options['run']!r} with {steps} steps in project "
                           f"{project.name!r}")
 
     def _apply(self, project_id: int, batch: list[dict[str, Any]]) -> None:
         for outcome in handle_objects(project_id, batch):  # one transaction per batch
             if outcome.reply["type"] != "ack":
                 raise CommandError(f"demo message rejected: {outcome.reply}")
-
-    def _progress(self, left: int) -> None:
-        self.stdout.write(f"\rdemo: aggregating, {left} steps left ", ending="")
-        self.stdout.flush()
 
 
 def finished_run(run: str, steps: int) -> Iterator[dict[str, Any]]:
