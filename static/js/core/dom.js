@@ -104,7 +104,7 @@ export function snippet(text, label = 'Copy') {
 export function firstMetricsHelp(project = 'myproject', run = 'my-run') {
   const origin = location.origin;
   const ws = origin.replace(/^http/, 'ws');
-  const token = `python manage.py createtoken --project ${project}`;
+  const token = `telescope token ${project}`;
   const py = [
     'from trainer_hooks import connect',
     '',

@@ -19,7 +19,7 @@ export function rangeText(min, max) {
 export function renderEnvironments(root, environments) {
   if (!environments?.length) {
     root.replaceChildren(h('p', { class: 'muted' }, 'No environments declared: ranges are taken from what the run '
-      + 'observes. Declare them with manage.py declare_ranges or connect(…, environments=…).'));
+      + 'observes. Declare them with telescope declare-ranges or connect(…, environments=…).'));
     return;
   }
   const rows = environments.map((env) => {
