@@ -9,14 +9,17 @@
                                                    a run's reward and metric ranges
     telescope import tensorboard|trackio|wandb PATH --project P [--run NAME]
     telescope demo [--steps N]                     a synthetic GRPO run to look at
+    telescope manage COMMAND [ARGS]                one of Django's own commands
+                                                   (createsuperuser, changepassword, ...)
     telescope sync [--spool DIR] [--token T] [--dry-run]
                                                    deliver the outboxes trainers left
                                                    undelivered (no Django)
 
 `declare-ranges`, `import` and `demo` are the management commands `declare_ranges`, `import`
-and `demo` (ingest.management.arguments: one definition of their options); `manage.py` stays
-for Django's own commands. Long commands show their progress on stderr: a bar on a terminal,
-plain lines elsewhere (ingest.management.progress).
+and `demo` (ingest.management.arguments: one definition of their options); Django's own
+commands are `telescope manage COMMAND` (in a checkout also `manage.py COMMAND`). Long
+commands show their progress on stderr: a bar on a terminal, plain lines elsewhere
+(ingest.management.progress).
 
 Every command but `sync` uses the data directory `--data-dir`, else `$TELESCOPE_DATA_DIR`, else
 in a checkout its `data/` (where `manage.py` and `make run` keep it), else
@@ -78,12 +81,19 @@ def parser() -> argparse.ArgumentParser:
         shared.append(sub.add_parser(command.name, help=command.summary,
                                      description=command.help))
         command.add(shared[-1])
+    about = ("run one of Django's own management commands (createsuperuser, changepassword, "
+             "...) on the data directory, where an install has no manage.py")
+    manage = sub.add_parser("manage", help=about, description=about)
+    manage.add_argument("django_command", metavar="COMMAND",
+                        help="the management command (`telescope manage help` lists them)")
+    manage.add_argument("arguments", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="its arguments and options (`telescope manage COMMAND --help`)")
     about = ("deliver every outbox a trainer left undelivered (server down, process killed) "
              "to the server and run it was meant for; needs only trainer_hooks (also: python "
              "-m trainer_hooks.sync)")
     sync = sub.add_parser("sync", help=about, description=about)
     trainer_sync.add_arguments(sync)
-    for each in (serve, token, *shared):  # also accepted after the command
+    for each in (serve, token, *shared, manage):  # also accepted after the command
         each.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
                           help="as --data-dir before the command")
     return p
@@ -113,6 +123,10 @@ def run(args: argparse.Namespace) -> None:
         serve.main(["--host", args.host, "--port", str(args.port)])
     elif args.command == "token":
         token_command(args)
+    elif args.command == "manage":
+        from django.core.management import execute_from_command_line
+
+        execute_from_command_line(["telescope manage", args.django_command, *args.arguments])
     else:
         [command] = [c for c in arguments.SHARED if c.name == args.command]
         positional, options = forwarded(command, args)
