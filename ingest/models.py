@@ -69,6 +69,9 @@ class Run(models.Model):
     chunked_seq = models.BigIntegerField(default=0, db_default=0)
     replay_seq = models.BigIntegerField(default=0, db_default=0)
     uncompacted = models.BigIntegerField(default=0, db_default=0)
+    # Labels people give a run to group it (the run list filters by them): a sorted list of
+    # distinct names, set with PATCH /api/runs/<id> (ingest.write.housekeeping.clean_tags).
+    tags = models.JSONField(default=list, db_default=models.Value("[]"))
 
     class Meta:
         constraints = [

@@ -4,22 +4,24 @@ sample value over steps."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import orjson
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
+from django.views.csrf import csrf_failure as html_csrf_failure
 from django.views.decorators.http import require_GET, require_http_methods
 
 from ingest.core.payloads import run_info
 from ingest.models import Run
 from ingest.reads import catalog as reads
 from ingest.reads import distribution as dist
-from ingest.reads import timeline
+from ingest.reads import export, headline, timeline
 from ingest.reads.downsample import DEFAULT_MAX_POINTS, MAX_POINTS, MIN_POINTS
 from ingest.write import health, housekeeping
 
@@ -33,12 +35,36 @@ def _bad(field: str, message: str) -> HttpResponse:
     return json_response({"error": message, "field": field}, status=400)
 
 
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """settings.CSRF_FAILURE_VIEW: a write under /api/ without the page's CSRF token (or from
+    another origin) is answered 403 JSON `{"error", "code": "csrf"}`, as scripts expect; a form
+    post to a page keeps Django's HTML page."""
+    if not request.path.startswith("/api/"):
+        return html_csrf_failure(request, reason)
+    return json_response({"error": f"CSRF check failed: {reason or 'refused'}; send the"
+                          " csrftoken cookie's value in an X-CSRFToken header from the"
+                          " dashboard's own origin", "code": "csrf"}, status=403)
+
+
 @require_GET
 def runs(request: HttpRequest) -> HttpResponse:
+    """The runs, newest update first: `?project=` of one project, `?tag=` carrying that tag;
+    `?headline=<series id>` adds each run's latest point of that series (`headline`: {"step",
+    "value"}, null when it has none; `?headline=` alone: the reward's mean)."""
     qs = Run.objects.select_related("project").order_by("-updated_at")
     if request.GET.get("project"):
         qs = qs.filter(project__name=request.GET["project"])
-    return json_response({"runs": [run_info(r) for r in qs]})
+    listed = list(qs)
+    tag = request.GET.get("tag")
+    if tag:  # in Python: SQLite's JSON has no `contains`, and a run list is short
+        listed = [r for r in listed if tag in r.tags]
+    infos = [run_info(r) for r in listed]
+    if "headline" in request.GET:
+        sid = request.GET["headline"] or headline.DEFAULT
+        values = headline.latest([r.pk for r in listed], sid)
+        for info in infos:
+            info["headline"] = values.get(info["id"])
+    return json_response({"runs": infos})
 
 
 @require_http_methods(["GET", "PATCH", "DELETE"])
@@ -115,6 +141,33 @@ def distribution(request: HttpRequest, run_id: int) -> HttpResponse:
         run_id, kind, key, request.GET.get("env") or None,
         dist.DEFAULT_BINS if bins is None else bins,
         dist.DEFAULT_MAX_STEPS if max_steps is None else max_steps))
+
+
+async def _drain(pieces: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """A sync generator (database reads) served under ASGI piece by piece: Django would read a
+    sync iterator whole into memory first."""
+    def pull() -> bytes | None:
+        return next(pieces, None)
+    while (piece := await sync_to_async(pull)()) is not None:
+        yield piece
+
+
+@require_GET
+def export_csv(request: HttpRequest, run_id: int) -> HttpResponseBase:
+    """Every series of the run as one CSV download, streamed (ingest.reads.export)."""
+    pieces = export.csv_chunks(run_id)
+    try:
+        first = next(pieces)  # the run exists (a 404 now, not a broken download later)
+    except Run.DoesNotExist:
+        return json_response({"error": f"no run {run_id}"}, status=404)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield first
+        async for piece in _drain(pieces):
+            yield piece
+    response = StreamingHttpResponse(body(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run_id}.csv"'
+    return response
 
 
 @require_GET

@@ -51,6 +51,7 @@ def envnetworks(name: str) -> list[str]:
 DEBUG = envbool("DEBUG", False)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+CSRF_FAILURE_VIEW = "telescope_ui.api.csrf_failure"  # JSON under /api/, HTML for forms
 
 DATA_DIR = Path(os.environ.get("TELESCOPE_DATA_DIR") or BASE_DIR / "data").resolve()
 

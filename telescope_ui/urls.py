@@ -25,6 +25,7 @@ urlpatterns = [
     path("api/runs/<int:run_id>/catalog", api.catalog, name="api-catalog"),
     path("api/runs/<int:run_id>/series", api.series, name="api-series"),
     path("api/runs/<int:run_id>/distribution", api.distribution, name="api-distribution"),
+    path("api/runs/<int:run_id>/export.csv", api.export_csv, name="api-export"),
     path("api/runs/<int:run_id>/events", api.events, name="api-events"),
     path("api/runs/<int:run_id>/events.trace.json", api.events_trace, name="api-events-trace"),
     path("api/runs/<int:run_id>/performance", api.performance, name="api-performance"),

@@ -43,6 +43,7 @@ def run_info(run: Run) -> dict[str, Any]:
         "updated_at": run.updated_at.isoformat(),
         "color": run.color,
         "notes": run.notes,
+        "tags": run.tags,
         "total_steps": run.total_steps,
         "first_step": run.first_step,
         "steps_done": done,

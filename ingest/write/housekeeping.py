@@ -29,9 +29,13 @@ from ingest.core.commit import Outcome
 from ingest.core.payloads import now, run_info
 from ingest.models import DeletedRun, Run
 from trainer_hooks.wire.protocol import ProtocolError, check_key
+from trainer_hooks.wire.schema import deceptive, shown
 
 log = logging.getLogger(__name__)
 MAX_NOTES_CHARS = 20_000
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+EDITABLE = ("name", "notes", "color", "tags")
 
 
 class EditError(ValueError):
@@ -40,14 +44,37 @@ class EditError(ValueError):
         self.field, self.message, self.status = field, message, status
 
 
+def clean_tags(value: Any) -> list[str]:
+    """A run's tags as stored: distinct, sorted. Each is 1–MAX_TAG_CHARS characters under the
+    one rule for names (trainer_hooks.wire.schema.deceptive: no control, format or invisible
+    character), without leading or trailing spaces; EditError names the bad one (`tags[i]`)."""
+    if not isinstance(value, list):
+        raise EditError("tags", "tags must be a list of strings")
+    if len(value) > MAX_TAGS:
+        raise EditError("tags", f"at most {MAX_TAGS} tags ({len(value)} given)")
+    for i, tag in enumerate(value):
+        field = f"tags[{i}]"
+        if not isinstance(tag, str):
+            raise EditError(field, "a tag must be a string")
+        if not tag.strip() or len(tag) > MAX_TAG_CHARS:
+            raise EditError(field, f"a tag has 1–{MAX_TAG_CHARS} characters")
+        if tag != tag.strip():
+            raise EditError(field, f"tag {tag!r} must not start or end with a space")
+        bad = deceptive(tag)
+        if bad is not None:
+            raise EditError(field, f"tag {tag!r} contains a control or invisible character "
+                            f"({shown(bad)})")
+    return sorted(set(value))
+
+
 def edit(run: Run, body: Any) -> None:
-    """Apply `{"name", "notes", "color"}` (any of them); EditError names a bad field (409 for
-    a name another run of the project has)."""
+    """Apply `{"name", "notes", "color", "tags"}` (any of them); EditError names a bad field
+    (409 for a name another run of the project has)."""
     if not isinstance(body, dict) or not body:
-        raise EditError("body", "expected an object with name, notes or color")
-    unknown = set(body) - {"name", "notes", "color"}
+        raise EditError("body", "expected an object with name, notes, color or tags")
+    unknown = set(body) - set(EDITABLE)
     if unknown:
-        raise EditError(sorted(unknown)[0], "only name, notes and color can be changed")
+        raise EditError(sorted(unknown)[0], "only name, notes, color and tags can be changed")
     if "name" in body:
         try:
             name = check_key(body["name"], "name", kind="run name")
@@ -69,9 +96,11 @@ def edit(run: Run, body: Any) -> None:
                 and all(c in "0123456789abcdefABCDEF" for c in color[1:])):
             raise EditError("color", "color must look like #rrggbb")
         run.color = color
+    if "tags" in body:
+        run.tags = clean_tags(body["tags"])
     try:
         with transaction.atomic():
-            run.save(update_fields=[f for f in ("name", "notes", "color") if f in body])
+            run.save(update_fields=[f for f in EDITABLE if f in body])
     except IntegrityError:
         raise EditError("name", f"another run of the project is called {run.name!r}",
                         409) from None

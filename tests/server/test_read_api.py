@@ -54,7 +54,7 @@ def test_runs_lists_runs_with_their_fields(project: int) -> None:
     assert [(r["name"], r["project"], r["status"], r["last_step"]) for r in runs] == [
         ("r1", "proj", "running", 4)]
     assert set(runs[0]) == {"id", "project", "name", "status", "last_step", "started_at",
-                            "updated_at", "color", "notes", "total_steps", "eta_seconds",
+                            "updated_at", "color", "notes", "tags", "total_steps", "eta_seconds",
                             "first_step", "steps_done"}
     assert get("/api/runs?project=other")["runs"] == []
 
