@@ -18,6 +18,7 @@ import { Scheduler, Visibility } from './core/scheduler.js';
 import { Loader, RunStore } from './charts/store.js';
 import { compileSearch } from './core/text.js';
 import { AllView } from './charts/view.js';
+import { chartsToParams, pageToParams, queryString, viewFromUrl } from './charts/viewurl.js';
 
 const CATALOG_REFRESH_MS = 300;
 const PLOTLY_AT_LATEST_MS = 3000;
@@ -41,7 +42,12 @@ function viewTabs() {
 class MetricsPage {
   constructor() {
     this.root = document.getElementById('sections');
-    this.prefs = new ChartPrefs();
+    // A URL holding a view (charts/viewurl.js) wins over the stored settings; the page's URL
+    // follows every change (syncUrl), so that it can be copied as it is.
+    const initial = viewFromUrl(location.search);
+    this.allPrefs = new ChartPrefs(initial.charts); // the All view's (the Custom view's: its layout's)
+    this.allPrefs.onChange = () => this.syncUrl();
+    this.prefs = this.allPrefs;
     this.loader = new Loader();
     this.scheduler = new Scheduler();
     this.visibility = new Visibility();
@@ -49,7 +55,8 @@ class MetricsPage {
     this.stdIndex = new Map(); // siblingKey -> std series id
     this.bandOwner = new Map(); // std series id -> mean series id
     this.maxPoints = null;
-    this.controls = new Controls(document.getElementById('controls'), (s, field) => this.onControls(field));
+    this.controls = new Controls(document.getElementById('controls'), (s, field) => this.onControls(field),
+      { initial: initial.page, link: () => this.syncUrl(true) });
     this.settings = this.controls.settings;
     /** @type {PageView} */
     this.view = null;
@@ -208,16 +215,37 @@ class MetricsPage {
     this.view.invalidateAll();
   }
 
-  syncUrl() {
-    const url = new URL(location.href);
+  /**
+   * The page's URL holds its view: the runs overlaid, the controls and (All view) the charts'
+   * settings that differ from their defaults (charts/viewurl.js); so do the links to the other
+   * view. Replaced, never pushed (no history entry per change), and only when it changed.
+   * Returns the URL, with `copy` the one to copy: it also says `x=step`, so that it opens this
+   * view in a browser with other settings stored (charts/viewurl.js).
+   */
+  syncUrl(copy = false) {
+    const params = new URLSearchParams(location.search);
     const overlay = this.runs.slice(1).map((s) => s.id);
-    if (overlay.length) url.searchParams.set('overlay', overlay.join(','));
-    else url.searchParams.delete('overlay');
-    history.replaceState(null, '', url);
-    for (const tab of viewTabs()) { // the other view, same runs
-      url.searchParams.set('view', tab.dataset.view);
-      tab.href = url.toString();
+    if (overlay.length) params.set('overlay', overlay.join(','));
+    else params.delete('overlay');
+    pageToParams(params, this.settings);
+    // The Custom view's chart settings are its layout's (on the server): the URL's stay as they are.
+    if (this.view instanceof AllView) chartsToParams(params, this.allPrefs.forUrl(this.view.charts.keys()));
+    const url = `${location.pathname}${queryString(params)}${location.hash}`;
+    if (url !== `${location.pathname}${location.search}${location.hash}`) history.replaceState(null, '', url);
+    for (const tab of viewTabs()) { // the other view, same runs and controls
+      const other = new URLSearchParams(params);
+      other.set('view', tab.dataset.view);
+      tab.href = `${location.pathname}${queryString(other)}`;
     }
+    if (!copy) return location.href;
+    pageToParams(params, this.settings, true);
+    return `${location.origin}${location.pathname}${queryString(params)}${location.hash}`;
+  }
+
+  /** syncUrl once charts stop arriving (stored settings of a new chart join the URL). */
+  syncUrlSoon() {
+    clearTimeout(this.syncTimer);
+    this.syncTimer = setTimeout(() => this.syncUrl(), 100);
   }
 
   // ------------------------------------------------------------ catalog and charts
@@ -243,6 +271,7 @@ class MetricsPage {
     const made = this.view.add(entries);
     this.updateEmpty();
     if (made.length) this.applyFilter();
+    if (made.length && !this.allPrefs.fromUrl) this.syncUrlSoon();
   }
 
   /** A normalized series is listed: the charts that show it (its twin's, a band's) load it. */
@@ -293,6 +322,7 @@ class MetricsPage {
   }
 
   onControls(field) {
+    this.syncUrl();
     if (field === 'search' || field === 'regex') this.applyFilter();
     else this.view.invalidateAll();
   }

@@ -10,7 +10,7 @@ import {
   baseLayout, lastPointTrace, lineTraces, polygon, prepareRun, referenceShapes, withAlpha, xOf, yAxisRange,
 } from './traces.js';
 import { partRank, partWords } from './compose.js';
-import { alignByStep, timeUnit } from './transforms.js';
+import { alignByStep, smoothingName, timeUnit } from './transforms.js';
 import { escapePlotly } from '../core/text.js';
 
 const DASHES = ['dot', 'dash', 'longdash', 'dashdot', 'longdashdot'];
@@ -165,7 +165,7 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
         if (t.meta.role === 'band' || t.meta.role === 'extremes') {
           if (role !== 'raw') t.fillcolor = withAlpha(run.color, 0.1);
         } else {
-          t.name = escapePlotly(t.meta.role === 'ema' ? `${label} EMA` : label);
+          t.name = escapePlotly(t.meta.role === 'ema' ? `${label} ${smoothingName(page)}` : label);
           t.line = { ...t.line, dash, width: role === 'raw' ? t.line.width : Math.max(1, t.line.width - 0.4) };
         }
         t.uid = `${t.uid}-${tag}`;

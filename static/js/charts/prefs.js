@@ -2,9 +2,10 @@
 // Settings that survive a reload (localStorage): page controls, per-chart settings (a composed
 // chart's legend choices too), collapsed sections, and the badges naming a chart's settings
 // that differ from its defaults. Every read is validated, so a stale or hand-edited entry
-// cannot break the page.
+// cannot break the page. A page URL holding a view (charts/viewurl.js) wins over what is
+// stored here; this is the fallback for a URL without one.
 
-import { clampSpan, SPAN_DEFAULT } from './transforms.js';
+import { checkSmoothing, clampSpan, SMOOTHING_DEFAULT, SPAN_DEFAULT } from './transforms.js';
 import { defaultChartSettings } from '../core/catalog.js';
 import { ALL_TOGETHER, EVERY_ENV } from './compose.js';
 
@@ -12,10 +13,14 @@ const PAGE_KEY = 'telescope.page.v1';
 const CHART_KEY = 'telescope.charts.v1';
 const COLLAPSED_KEY = 'telescope.collapsed.v1';
 
+/** `ema`: whether the page smooths (by `smoothing`, charts/transforms.js SMOOTHERS). */
 export const PAGE_DEFAULTS = Object.freeze({
-  xaxis: 'step', ema: false, span: SPAN_DEFAULT, normalize: false, maxStep: null, maxTime: null,
-  search: '', regex: false,
+  xaxis: 'step', ema: false, smoothing: SMOOTHING_DEFAULT, span: SPAN_DEFAULT, normalize: false,
+  maxStep: null, maxTime: null, search: '', regex: false,
 });
+
+/** The longest metric search kept (a URL or a stored entry may hold anything). */
+export const MAX_SEARCH = 1000;
 
 function read(key, fallback) {
   try {
@@ -24,6 +29,12 @@ function read(key, fallback) {
   } catch {
     return fallback;
   }
+}
+
+/** A stored object (anything else stored under `key`: an empty one). */
+function readObject(key) {
+  const v = read(key, {});
+  return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
 }
 
 function write(key, value) {
@@ -35,20 +46,30 @@ function write(key, value) {
 }
 
 const numOrNull = (v) => (v === null || v === '' || v === undefined || !Number.isFinite(Number(v)) ? null : Number(v));
+const nonNegative = (v) => (numOrNull(v) !== null && Number(v) >= 0 ? Number(v) : null);
+
+/**
+ * Page settings from anything (stored, or read from a URL), each field checked: what is
+ * missing or invalid takes its default. Never throws.
+ */
+export function checkPage(raw) {
+  const s = raw && typeof raw === 'object' ? raw : {};
+  return {
+    xaxis: s.xaxis === 'time' ? 'time' : 'step',
+    ema: s.ema === true,
+    smoothing: checkSmoothing(s.smoothing),
+    span: clampSpan(s.span ?? SPAN_DEFAULT),
+    normalize: s.normalize === true,
+    maxStep: nonNegative(s.maxStep),
+    maxTime: nonNegative(s.maxTime), // hours
+    search: typeof s.search === 'string' ? s.search.slice(0, MAX_SEARCH) : '',
+    regex: s.regex === true,
+  };
+}
 
 /** Page settings from storage, each field checked and defaulted. */
 export function loadPage() {
-  const s = read(PAGE_KEY, {}) || {};
-  return {
-    xaxis: s.xaxis === 'time' ? 'time' : 'step',
-    ema: Boolean(s.ema),
-    span: clampSpan(s.span ?? SPAN_DEFAULT),
-    normalize: Boolean(s.normalize),
-    maxStep: numOrNull(s.maxStep),
-    maxTime: numOrNull(s.maxTime) !== null && s.maxTime >= 0 ? Number(s.maxTime) : null, // hours
-    search: typeof s.search === 'string' ? s.search : '',
-    regex: Boolean(s.regex),
-  };
+  return checkPage(readObject(PAGE_KEY));
 }
 
 export function savePage(settings) {
@@ -70,10 +91,18 @@ function checked(key, value) {
   return Boolean(value);
 }
 
-/** Per-chart settings: stored overrides on top of the chart's defaults. */
+/**
+ * Per-chart settings: overrides on top of the chart's defaults, stored. Given `fromUrl` (the
+ * overrides a page URL holds, charts/viewurl.js), those are the view's, whatever is stored; a
+ * chart changed then is stored too (that chart only). `onChange()` after each change.
+ */
 export class ChartPrefs {
-  constructor() {
-    this.all = read(CHART_KEY, {}) || {};
+  /** @param {Record<string, object> | null} fromUrl */
+  constructor(fromUrl = null) {
+    this.fromUrl = fromUrl !== null;
+    this.all = fromUrl ?? readObject(CHART_KEY);
+    /** @type {(() => void) | null} */
+    this.onChange = null;
   }
 
   /** Whether anything is stored for this chart. */
@@ -92,9 +121,31 @@ export class ChartPrefs {
     const base = chartDefaults(entry, composed);
     const diff = {};
     for (const k of Object.keys(base)) if (settings[k] !== base[k]) diff[k] = settings[k];
-    if (Object.keys(diff).length) this.all[entry.id] = diff;
-    else delete this.all[entry.id];
-    write(CHART_KEY, this.all);
+    const keep = (all) => {
+      if (Object.keys(diff).length) all[entry.id] = diff;
+      else delete all[entry.id];
+    };
+    keep(this.all);
+    if (this.fromUrl) {
+      const all = readObject(CHART_KEY);
+      keep(all);
+      write(CHART_KEY, all);
+    } else {
+      write(CHART_KEY, this.all);
+    }
+    this.onChange?.();
+  }
+
+  /**
+   * The overrides a page URL carries: a URL's own, all of them; stored ones, those of the
+   * charts `ids` (the page's: storage holds every chart ever changed).
+   * @param {Iterable<string>} ids
+   */
+  forUrl(ids) {
+    if (this.fromUrl) return this.all;
+    const out = {};
+    for (const id of ids) if (Object.hasOwn(this.all, id)) out[id] = this.all[id];
+    return out;
   }
 }
 

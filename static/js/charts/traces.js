@@ -5,8 +5,8 @@
 // are drawn as they come, never rescaled here.
 
 import {
-  acceptMask, alignByStep, autoscale, ema, extent, limitIndices, outlierBounds, padRange, pick,
-  positiveExtent, timeAxis, timeUnit,
+  acceptMask, alignByStep, autoscale, extent, limitIndices, outlierBounds, padRange, pick,
+  positiveExtent, smooth, smoothingName, timeAxis, timeUnit,
 } from './transforms.js';
 import { escapePlotly } from '../core/text.js';
 
@@ -34,7 +34,7 @@ export function prepareRun(run, chart, page) {
   const y = d.value;
   const bounds = chart.ignoreOutliers ? outlierBounds(y) : null;
   const accept = acceptMask(y, bounds);
-  const emaY = page.ema ? ema(y, page.span, accept) : null;
+  const emaY = page.ema ? smooth(page.smoothing, y, page.span, accept) : null; // EMA, mean or Gaussian
   let band = null;
   if (chart.band && run.std) {
     const sd = alignByStep(d.step, run.std);
@@ -72,7 +72,7 @@ export function lineTraces(p, x, page) {
     marker: { color, size: 5 }, opacity: page.ema ? 0.3 : 1, hovertemplate: '%{y:.5~g}',
     meta: { run: p.run.id, role: 'raw' }, uid: `r${p.run.id}-raw` });
   if (p.ema) {
-    out.push({ type: 'scatter', mode, x, y: p.ema, name: `${name} EMA`, line: { color, width: 2 },
+    out.push({ type: 'scatter', mode, x, y: p.ema, name: `${name} ${smoothingName(page)}`, line: { color, width: 2 },
       marker: { color, size: 5 }, hovertemplate: '%{y:.5~g}', meta: { run: p.run.id, role: 'ema' },
       uid: `r${p.run.id}-ema` });
   }

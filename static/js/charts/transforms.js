@@ -1,6 +1,7 @@
 // @ts-check
-// Pure numeric transforms of chart data (no DOM, no Plotly): EMA, outlier bounds, time axis,
-// the y autoscale rule, and merging live points into (possibly downsampled) arrays.
+// Pure numeric transforms of chart data (no DOM, no Plotly): smoothing (EMA, running mean,
+// Gaussian), outlier bounds, time axis, the y autoscale rule, and merging live points into
+// (possibly downsampled) arrays.
 // (Normalization is the server's: see charts/normalized.js.)
 // Tested with `node --test tests/js/`.
 
@@ -15,6 +16,9 @@ export function clampSpan(span) {
   if (!Number.isFinite(n)) return SPAN_DEFAULT;
   return Math.min(SPAN_MAX, Math.max(SPAN_MIN, n));
 }
+
+/** Whether point i enters a smoothing window: accepted (or no mask) and finite. */
+const accepted = (values, accept, i) => (accept === null || accept[i]) && Number.isFinite(values[i]);
 
 export function emaAlpha(span) {
   return 2 / (clampSpan(span) + 1);
@@ -33,12 +37,93 @@ export function ema(values, span, accept = null) {
   let state = null;
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
-    if ((accept === null || accept[i]) && Number.isFinite(v)) {
+    if (accepted(values, accept, i)) {
       state = state === null ? v : alpha * v + (1 - alpha) * state;
     }
     out[i] = state;
   }
   return out;
+}
+
+// ------------------------------------------------------------- smoothing
+// The page's smoothing, one of three, each over the points of a run's line as drawn (after the
+// max step / time limits and the ignored first step), `span` (2–100) setting its window.
+// `accept[i] === false` (an outlier, the ignored first step) and non-finite values never enter
+// a window. Definitions: docs/statistics.md, "Smoothing".
+
+/** The smoothing kinds, in the order the control lists them, with their names in words. */
+export const SMOOTHERS = Object.freeze({ ema: 'EMA', mean: 'running mean', gauss: 'Gaussian' });
+export const SMOOTHING_DEFAULT = 'ema';
+
+/** A smoothing kind, or the default for anything else. */
+export function checkSmoothing(kind) {
+  return typeof kind === 'string' && Object.hasOwn(SMOOTHERS, kind) ? kind : SMOOTHING_DEFAULT;
+}
+
+/** The page's smoothing in words (`page.smoothing`): what a smoothed line is called. */
+export function smoothingName(page) {
+  return SMOOTHERS[checkSmoothing(page?.smoothing)];
+}
+
+/**
+ * Running (trailing) mean: at i, the mean of the last `span` accepted values up to and including
+ * i; fewer at the start (the mean of those there are). A rejected point carries the mean of
+ * the previous point (null before the first accepted value).
+ */
+export function runningMean(values, span, accept = null) {
+  const n = clampSpan(span);
+  const out = new Array(values.length);
+  const last = [];
+  /** @type {number | null} */
+  let mean = null;
+  for (let i = 0; i < values.length; i++) {
+    if (accepted(values, accept, i)) {
+      last.push(values[i]);
+      if (last.length > n) last.shift();
+      // Summed afresh (at most 100 values): a sliding sum would drift by float rounding.
+      mean = last.reduce((a, b) => a + b, 0) / last.length;
+    }
+    out[i] = mean;
+  }
+  return out;
+}
+
+/**
+ * Gaussian kernel smoothing, centred: at i, the weighted mean of the accepted values at
+ * indices j with |j − i| ≤ h, h = ⌊span / 2⌋, weights exp(−(j − i)² / (2σ²)), σ = h / 2 (the
+ * window is ±2σ). Near the ends the window is cut and the weights of the points there are
+ * renormalized; a rejected point gets the mean of its accepted neighbours (null when none is
+ * within h).
+ */
+export function gaussian(values, span, accept = null) {
+  const half = Math.floor(clampSpan(span) / 2);
+  const sigma = half / 2;
+  const weights = new Array(half + 1);
+  for (let d = 0; d <= half; d++) weights[d] = Math.exp(-(d * d) / (2 * sigma * sigma));
+  const ok = values.map((_, i) => accepted(values, accept, i));
+  const out = new Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    let num = 0;
+    let den = 0;
+    const lo = Math.max(0, i - half);
+    const hi = Math.min(values.length - 1, i + half);
+    for (let j = lo; j <= hi; j++) {
+      if (!ok[j]) continue;
+      const w = weights[Math.abs(j - i)];
+      num += w * values[j];
+      den += w;
+    }
+    out[i] = den > 0 ? num / den : null;
+  }
+  return out;
+}
+
+/** The smoothed line of `values` by `kind` (SMOOTHERS; anything else: EMA). */
+export function smooth(kind, values, span, accept = null) {
+  const k = checkSmoothing(kind);
+  if (k === 'mean') return runningMean(values, span, accept);
+  if (k === 'gauss') return gaussian(values, span, accept);
+  return ema(values, span, accept);
 }
 
 /** Quantile of an ascending array with linear interpolation (numpy's default method). */

@@ -10,7 +10,7 @@ import {
   baseLayout, lastPointTrace, lineTraces, prepareRun, referenceShapes, xOf, yAxisRange,
 } from '../charts/traces.js';
 import { escapePlotly } from '../core/text.js';
-import { timeUnit } from '../charts/transforms.js';
+import { smoothingName, timeUnit } from '../charts/transforms.js';
 
 export const AXIS_RATIO = 10;
 export const SERIES_COLORS = ['#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2', '#ff9da7',
@@ -97,7 +97,7 @@ export function buildPlotFigure({ series, runs, chart, page, theme, zoom = null,
         Object.assign(t, { yaxis, uid: `${t.uid}-s${i}`, meta: { ...t.meta, series: series[i].id } });
         if (t.line && !t.fill) t.line = { ...t.line, dash: many ? seriesDash(i) : 'solid' };
         if (t.name) t.name = escapePlotly(many ? `${p.run.name} · ${series[i].name}` : series[i].name)
-          + (t.meta.role === 'ema' ? ' EMA' : '');
+          + (t.meta.role === 'ema' ? ` ${smoothingName(page)}` : '');
         (t.fill ? fills : lines).push(t);
       }
       const dot = lastPointTrace(p, x, theme);
