@@ -21,10 +21,11 @@ STAT_NAMES = (
     "invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",
     "dropped_spool_full", "dropped_too_large", "spool_errors", "internal_errors", "frames",
     "waited_queue_full", "lost_unspooled", "unconfirmed_unspooled", "ack_timeouts",
+    "lost_sender_died", "sender_restarts",
 )
 # counters that make a flush report failure when they grew since the previous flush
 LOSSES = ("invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",
-          "dropped_spool_full", "dropped_too_large", "rejected")
+          "dropped_spool_full", "dropped_too_large", "rejected", "lost_sender_died")
 
 
 class Ledger:

@@ -92,6 +92,7 @@ runs `sealer.Sealer` (queue → outbox, with `samples`, `batching` and `resume`)
 from __future__ import annotations
 
 import atexit
+import collections
 import logging
 import threading
 import time
@@ -107,6 +108,7 @@ from trainer_hooks.timeline.recorder import TimelineRecorder
 from trainer_hooks.transport import exits
 from trainer_hooks.transport.bookkeeping import STAT_NAMES, Bookkeeping
 from trainer_hooks.transport.engine import SenderEngine
+from trainer_hooks.transport.helper import ProcessSender, RemoteBooks
 from trainer_hooks.transport.options import SenderOptions
 from trainer_hooks.transport.outbox import scope_of
 from trainer_hooks.transport.queue import (
@@ -198,6 +200,8 @@ class Client(TimelineCalls):
             raise ValueError("text_per_group must be an integer ≥ 0 (0: every sample's text)")
         if options.text_pick not in TEXT_PICKS:
             raise ValueError(f"text_pick must be one of {TEXT_PICKS}")
+        if options.sender not in ("thread", "process"):
+            raise ValueError("sender must be 'thread' or 'process'")
         if join and (resume or config is not None or environments is not None):
             raise ValueError("join=True only sends into a run someone else starts: it takes "
                              "no resume, config or environments")
@@ -207,19 +211,31 @@ class Client(TimelineCalls):
         self.scope = scope_of(self.url, token)
         self.options = options
         self._target = RunTarget(self.url, token, run, self.scope, self.resume, self.join)
-        self._books = Bookkeeping(log)
-        self.ledger = self._books.ledger
-        self._calls = CallQueue(options.max_queue)
-        self._queue = self._calls.entries  # appended to directly: the cheapest log call
         self._copy_columns = options.copy_columns
         self._per_group = options.text_per_group
         self._closed = False
         self._close_result: bool | None = None
         self._recorders: list[RewardRecorder] = []
-        self._engine = SenderEngine(self._target, options, self._calls, self._books)
-        self._thread = threading.Thread(target=self._engine.run, daemon=True,
-                                        name=f"telescope-sender[{run}]")
-        self._thread.start()
+        self._engine: SenderEngine | ProcessSender
+        self._thread: threading.Thread | ProcessSender
+        self._calls: CallQueue | ProcessSender
+        self._queue: collections.deque[Call] | ProcessSender
+        if options.sender == "process":
+            # the sender in a helper process: a log call writes its record into shared memory
+            # (transport.helper; the columns are copied there, so copy_columns is moot)
+            self._books = RemoteBooks(log)
+            self._engine = self._thread = self._calls = self._queue = ProcessSender(
+                self._target, options, self._books)
+            self._copy_columns = False
+        else:
+            self._books = Bookkeeping(log)
+            self._calls = calls = CallQueue(options.max_queue)
+            self._queue = calls.entries  # appended to directly: the cheapest log call
+            self._engine = engine = SenderEngine(self._target, options, calls, self._books)
+            self._thread = threading.Thread(target=engine.run, daemon=True,
+                                            name=f"telescope-sender[{run}]")
+            self._thread.start()
+        self.ledger = self._books.ledger
         self._engine.started.wait(30)
         self._timeline = TimelineRecorder(self._put_control, TimelineBooks(self._books),
                                           lists_for_nulls=options.encoding == "json",
@@ -422,7 +438,8 @@ class Client(TimelineCalls):
         into `events` / `gauges` messages), `pending` (outbox messages not yet acknowledged),
         `in_flight`, `spool_bytes` (their bodies, on disk or staged in memory), `connected`
         (0/1) and `not_stored`."""
-        return {**self._books.counts(), **self._engine.status(),
+        status = self._engine.status()  # (first: the sender process's answer updates both)
+        return {**self._books.counts(), **status,
                 "logged_events": self._timeline.logged_events,
                 "logged_gauges": self._timeline.logged_gauges,
                 "not_stored": self.ledger.total}
@@ -436,6 +453,11 @@ class Client(TimelineCalls):
     @property
     def spool_path(self) -> Path | None:
         return self._engine.outbox_path
+
+    @property
+    def helper_pid(self) -> int | None:
+        """The sender process's id (`sender="process"`), else None."""
+        return self._engine.pid if isinstance(self._engine, ProcessSender) else None
 
     # ---------------------------------------------------------------- internals
 

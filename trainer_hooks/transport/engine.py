@@ -19,6 +19,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from trainer_hooks.transport import outbox as outbox_files
@@ -40,8 +41,9 @@ class SenderEngine:
     """One client's sender thread (`run` is the thread's target)."""
 
     def __init__(self, target: RunTarget, options: SenderOptions, calls: CallQueue,
-                 books: Bookkeeping) -> None:
+                 books: Bookkeeping, after_pump: Callable[[], None] | None = None) -> None:
         self.target = target
+        self.after_pump = after_pump  # called after each pump pass (the sender process)
         self.options = options
         self.calls = calls
         self.books = books
@@ -126,6 +128,8 @@ class SenderEngine:
                     pass
                 kick.clear()
                 pumped = sealer.pump_once()
+                if self.after_pump is not None:
+                    self.after_pump()
                 if len(self.calls):
                     kick.set()  # more waiting: pump again at once ...
                     # ... after the connection's turn: a set event's wait() does not suspend

@@ -3,7 +3,8 @@ thread's parts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -44,3 +45,6 @@ class SenderOptions:
     # proxy; or a proxy URL
     text_per_group: int = 0  # > 0: only this many samples of each group keep their text
     text_pick: str = "best_worst"  # which of them: "best", "worst", "best_worst", "random"
+    # "thread": the sender runs on a thread of the trainer's process; "process": in a helper
+    # process fed through shared memory (transport.helper); default $TELESCOPE_SENDER or thread
+    sender: str = field(default_factory=lambda: os.environ.get("TELESCOPE_SENDER", "thread"))

@@ -1,0 +1,335 @@
+"""The hand-off between a trainer and its sender process (`connect(..., sender="process")`,
+`transport.helper`): the log calls, written once into shared memory, and the notifications
+that say where each one ends.
+
+**Ring.** A shared-memory file (`memfd` on Linux, else an unlinked temporary file) mapped by
+both processes: a header page, then `RING_BYTES` of records written one after another, wrapping
+(a record that does not fit before the end starts at the beginning). The trainer writes a
+record, then its length into the notification pipe; the helper reads the length (a pipe
+read is a system call: the record's bytes are visible by then, on any CPU), copies the record
+out and publishes in the header how far it has read, so the trainer may reuse the space. A
+record larger than half the ring travels inline in the pipe after its length (high bit set).
+The pipe's end of file tells the helper that the trainer is gone.
+
+**Records.** One log call each: msgpack of `[kind, fields...]` (a `StepCall` "s", a
+`SamplesCall` "m", any other call or control record pickled: "p"), in which a numpy array is
+an extension value (code 1: its dtype and size) whose bytes follow the msgpack part, copied
+once from the caller's array into the ring; a list of strings (environment names, texts) is
+one NUL-joined UTF-8 string (code 2: an eighth of msgpack's cost for 512 short strings), and
+any other value msgpack does not take is pickled (code 9). The helper gets back equal values:
+arrays (read-only), the strings' list, the objects.
+
+The header (little-endian uint64s): `consumed_pos` (ring bytes the helper has read),
+`queued` (records it handed to its sender engine), `sealed` (of those, records whose messages
+are in its outbox: the engine took them in a finished pump pass). On the helper's death the
+trainer resends the records after `consumed_pos` to its successor, and counts `queued −
+sealed` as lost (`transport.helper`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import struct
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from trainer_hooks.transport.queue import Call, SamplesCall, StepCall
+
+RING_BYTES = 32 << 20
+HEADER_BYTES = 4096
+INLINE = 1 << 31  # a notification's flag: the record follows in the pipe
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_HEAD = struct.Struct("<QQQ")  # consumed_pos, queued, sealed
+EXT_ARRAY, EXT_STRINGS, EXT_PICKLE = 1, 2, 9
+PIPE_BYTES = 1 << 20  # the notification pipe's capacity where Linux allows it
+
+
+def make_ring(size: int = RING_BYTES) -> int:
+    """A file descriptor of `HEADER_BYTES + size` bytes of shared memory."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("telescope-handoff")  # (close-on-exec: pass_fds hands it on)
+    else:  # pragma: no cover - not Linux
+        f = tempfile.TemporaryFile()
+        fd = os.dup(f.fileno())
+        f.close()
+    os.ftruncate(fd, HEADER_BYTES + size)
+    return fd
+
+
+def _mapped(fd: int, size: int) -> mmap.mmap:
+    """The ring mapped with its pages present (Linux: MAP_POPULATE), so that a log call never
+    takes the page faults of memory touched for the first time."""
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    return mmap.mmap(fd, size, flags=flags)
+
+
+def widen(fd: int) -> None:
+    """A larger pipe buffer (Linux; elsewhere the default)."""
+    setpipe = getattr(__import__("fcntl"), "F_SETPIPE_SZ", None)
+    if setpipe is not None:
+        try:
+            __import__("fcntl").fcntl(fd, setpipe, PIPE_BYTES)
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------- encoding (trainer)
+
+# the dtypes whose bytes cross raw (numbers, booleans, fixed-width strings of any length are
+# looked up by dtype: numpy caches those objects), with their tags
+_DTYPES: dict[np.dtype[Any], bytes] = {
+    np.dtype(c): np.dtype(c).str.encode() for c in "?bhilqBHILQefdgFDG"}
+
+
+def _ext(code: int, data: bytes) -> msgpack.ExtType:
+    """An ExtType built in C (its Python `__new__` checks cost ~1 µs each)."""
+    ext: msgpack.ExtType = tuple.__new__(msgpack.ExtType, (code, data))
+    return ext
+
+
+
+class _Encoder:
+    """Encodes a call into msgpack plus the arrays' raw buffers (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.buffers: list[Any] = []
+        self.packer = msgpack.Packer(default=self.default, use_bin_type=True,
+                                     autoreset=True)
+
+    def default(self, obj: Any) -> Any:
+        if type(obj) is np.ndarray and obj.ndim == 1:
+            tag = _DTYPES.get(obj.dtype)
+            if tag is not None:
+                self.buffers.append(obj)
+                return _ext(EXT_ARRAY, _U64.pack(obj.nbytes) + tag)
+        if type(obj) is _Strings:
+            return _ext(EXT_STRINGS, obj.data)
+        if hasattr(obj, "detach") and hasattr(obj, "numpy"):  # a tensor: numpy here
+            return self.default(obj.detach().cpu().numpy())
+        try:
+            return _ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
+        except Exception:  # noqa: BLE001 - the sender names what it cannot store
+            return _ext(EXT_PICKLE, pickle.dumps(Opaque(type(obj).__name__)))
+
+    def encode(self, call: Call) -> tuple[bytes, list[Any]]:
+        self.buffers = []
+        kind = type(call)
+        try:
+            if kind is SamplesCall:
+                fields = [_strings(v) if type(v) is list else v for v in call]
+                return self.packer.pack(["m", *fields]), self.buffers
+            if kind is StepCall:
+                return self.packer.pack(["s", *call]), self.buffers
+        except (OverflowError, TypeError, ValueError):  # (an int beyond 64 bits): pickled
+            self.buffers = []
+        return self.packer.pack(["p", _ext(EXT_PICKLE, pickle.dumps(call, protocol=5))]), \
+            self.buffers
+
+
+class Opaque:
+    """A value that cannot cross to the sender process (it does not pickle): the sender
+    leaves it out as it would any value it cannot store, named by its type."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<{self.kind}>"
+
+
+class _Strings:
+    """A list of strings, NUL-joined (`EXT_STRINGS`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def _strings(values: list[Any]) -> Any:
+    """A list of strings as one `_Strings` when that is exact (no NUL in them, all str), else
+    the list as it is."""
+    try:
+        joined = "\0".join(values)
+    except TypeError:
+        return values
+    if len(values) > 1 and "\0" in joined or not values:
+        return values
+    try:
+        return _Strings(joined.encode())
+    except UnicodeEncodeError:  # a lone surrogate: the sender replaces it, as for a list
+        return values
+
+
+# ---------------------------------------------------------------- decoding (helper)
+
+
+def decode(record: bytes | bytearray | memoryview) -> Call:
+    """A record back to its call (the helper's side)."""
+    view = memoryview(record)
+    (head_len,) = _U32.unpack_from(view, 0)
+    offset = 4 + head_len
+    where = [offset]
+
+    def ext(code: int, data: bytes) -> Any:
+        if code == EXT_ARRAY:
+            (nbytes,) = _U64.unpack_from(data, 0)
+            dtype = np.dtype(data[8:].decode())
+            at = where[0]
+            where[0] = at + nbytes
+            return np.frombuffer(view[at:at + nbytes], dtype=dtype)
+        if code == EXT_STRINGS:
+            return data.decode().split("\0")
+        if code == EXT_PICKLE:
+            return pickle.loads(data)
+        return msgpack.ExtType(code, data)
+
+    fields = msgpack.unpackb(view[4:4 + head_len], ext_hook=ext, raw=False,
+                             strict_map_key=False, use_list=True)
+    kind = fields[0]
+    if kind == "m":
+        return SamplesCall._make(fields[1:])
+    if kind == "s":
+        return StepCall._make(fields[1:])
+    call: Call = fields[1]
+    return call
+
+
+# ---------------------------------------------------------------- the trainer's writer
+
+
+class Writer:
+    """The trainer's end: `put(call)` writes one record. Any thread (one lock)."""
+
+    def __init__(self, ring_fd: int, size: int = RING_BYTES) -> None:
+        self.size = size
+        self.map = _mapped(ring_fd, HEADER_BYTES + size)
+        self.lock = threading.Lock()
+        self.written = 0  # ring bytes written (wrap gaps included)
+        self.limit = size  # written may reach this without reading the header again
+        # (end position, length) of the records the helper may not have read yet
+        self.unread: deque[tuple[int, int]] = deque()
+        self.encoder = _Encoder()
+        self.notify_fd = -1
+
+    def attach(self, notify_fd: int) -> None:
+        """Notify a (new) helper through `notify_fd`: the records it has not read are
+        announced to it again first."""
+        with self.lock:
+            self.notify_fd = notify_fd
+            self.consumed()
+            for _, n in list(self.unread):
+                self._notify(n)
+
+    def consumed(self) -> int:
+        """Ring bytes the helper has read (from the header); forgets the records before."""
+        pos: int = _U64.unpack_from(self.map, 0)[0]
+        unread = self.unread
+        while unread and unread[0][0] <= pos:
+            unread.popleft()
+        self.limit = pos + self.size
+        return pos
+
+    def counters(self) -> tuple[int, int, int]:
+        """The header: (consumed_pos, queued, sealed)."""
+        consumed, queued, sealed = _HEAD.unpack_from(self.map, 0)
+        return consumed, queued, sealed
+
+    def put(self, call: Call, room: Callable[[], bool]) -> None:
+        """Write `call` (encoding it; raises what encoding raises). When the ring is full,
+        waits while `room()` (which sleeps a little and says whether to keep waiting) is
+        True; raises BrokenPipeError when it says stop."""
+        head, buffers = self.encoder.encode(call)
+        n = 4 + len(head) + sum(b.nbytes for b in buffers)
+        with self.lock:
+            if n > self.size // 2:
+                self._inline(head, buffers, n)
+                return
+            at = self.written
+            pos = at % self.size
+            if pos + n > self.size:  # wraps: the record starts at the ring's beginning
+                at += self.size - pos
+                pos = 0
+            while at + n > self.limit and at + n > self.consumed() + self.size:
+                if not room():
+                    raise BrokenPipeError("the sender process is gone")
+            m, base = self.map, HEADER_BYTES + pos
+            m[base:base + 4] = _U32.pack(len(head))
+            m[base + 4:base + 4 + len(head)] = head
+            p = base + 4 + len(head)
+            for b in buffers:
+                try:
+                    m[p:p + b.nbytes] = b
+                except (BufferError, ValueError, TypeError):  # not contiguous
+                    m[p:p + b.nbytes] = np.ascontiguousarray(b).data.cast("B")
+                p += b.nbytes
+            self.written = at + n
+            self.unread.append((self.written, n))
+            self._notify(n)
+
+    def _notify(self, n: int) -> None:
+        os.write(self.notify_fd, _U32.pack(n))
+
+    def _inline(self, head: bytes, buffers: list[Any], n: int) -> None:
+        parts = [_U32.pack(n | INLINE), _U32.pack(len(head)), head]
+        parts += [np.ascontiguousarray(b).tobytes() for b in buffers]
+        data = b"".join(parts)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.notify_fd, view):]
+
+    def close(self) -> None:
+        self.map.close()
+
+
+# ---------------------------------------------------------------- the helper's reader
+
+
+class Reader:
+    """The helper's end: `records()` yields each record's bytes in order, until the trainer's
+    end of the pipe closes."""
+
+    def __init__(self, ring_fd: int, notify_fd: int, start: int,
+                 size: int = RING_BYTES) -> None:
+        self.size = size
+        self.map = _mapped(ring_fd, HEADER_BYTES + size)
+        self.pipe = os.fdopen(notify_fd, "rb", buffering=1 << 16)
+        self.read = start
+        self.queued = self.sealed = 0
+        self.lock = threading.Lock()
+
+    def records(self) -> Iterator[bytearray]:
+        pipe, size = self.pipe, self.size
+        while True:
+            raw = pipe.read(4)
+            if len(raw) < 4:
+                return
+            (n,) = _U32.unpack(raw)
+            if n & INLINE:
+                data = pipe.read(n & ~INLINE)
+                if len(data) < n & ~INLINE:
+                    return
+                yield bytearray(data)
+                continue
+            pos = self.read % size
+            if pos + n > size:
+                self.read += size - pos
+                pos = 0
+            base = HEADER_BYTES + pos
+            record = bytearray(self.map[base:base + n])
+            self.read += n
+            yield record
+
+    def publish(self) -> None:
+        """Tell the trainer how far this helper has read, queued and sealed (any thread)."""
+        with self.lock:
+            _HEAD.pack_into(self.map, 0, self.read, self.queued, self.sealed)
