@@ -15,7 +15,7 @@ import { legendParts, legendSignature, RunLegend } from './legend.js';
 import { chartBadge, normalizes } from './normalized.js';
 import { originOf, showOrigin } from './origin.js';
 import { chartDefaults, settingBadges } from './prefs.js';
-import { describe, tooltip } from '../core/registry.js';
+import { describe, describeSeries, tooltip } from '../core/registry.js';
 import { escapePlotly, safeFilename, toCSV } from '../core/text.js';
 import { sketch } from './sketch.js';
 import { buildStateFigure } from './states.js';
@@ -26,6 +26,21 @@ import { fromPayload, spliceDetail } from './transforms.js';
 const PLOT_CONFIG = { displayModeBar: false, responsive: true, doubleClick: 'autosize' };
 
 let settingsCounter = 0;
+
+/**
+ * What a chart of the All view says of itself, from the registry: {title, description, tip,
+ * unit, integer} of the entry naming it, null for a key the registry does not know (it keeps
+ * its key). A timeline family's "?" lists each of its lines; a derived family's names its
+ * statistic in words (`reasoning_steps · inequality within groups (Gini)`).
+ */
+export function chartWords(entry) {
+  const info = describeSeries(entry);
+  if (!info) return null;
+  const help = entry.kind === 'timeline' ? familyHelp(entry) : null;
+  const id = entry.kind === 'step' || entry.kind === 'timeline' || !entry.stat || entry.stat === entry.key
+    ? entry.key : `${entry.key} \u00b7 ${entry.stat}`;
+  return { ...info, ...(help ?? { tip: tooltip(id, info) }) };
+}
 
 export class Chart {
   /**
@@ -65,7 +80,8 @@ export class Chart {
     // a "?" with what it means; others keep the key. A timeline family's (charts/compose.js)
     // names what its lines are.
     const keyed = e.kind === 'step' || e.kind === 'timeline';
-    const info = this.family ? familyHelp(e) : keyed ? describe(e.key) : null;
+    const info = this.family ? chartWords(e) : keyed ? describe(e.key) : null;
+    this.words = this.family ? info : null; // the y axis' unit and integer ticks
     const tip = info && (this.family ? info.tip : tooltip(e.key, info));
     this.title = h('h4', { class: 'chart-title', title: keyed ? e.key : `${e.key} · ${e.stat ?? ''}` },
       info ? info.title : label);
@@ -97,7 +113,9 @@ export class Chart {
     this.legendBar = this.family && !this.categorical ? h('div', { class: 'chart-legend', dataset: { chartLegend: '' } }) : null;
     // A strip names its runs on its rows; line charts name overlaid runs here.
     this.runLegend = this.categorical ? null : new RunLegend(this.plot, label);
-    this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, help, tools),
+    // The toolbar folds under a "⋯" (opens on hover or focus): the title keeps the header's width.
+    const fold = h('span', { class: 'tools-fold', 'aria-hidden': 'true', title: 'Chart tools' }, '\u22ef');
+    this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, help, tools, fold),
       this.badges, this.badge, this.legendBar, this.runLegend?.el, this.plot, this.legend, this.note);
     this.el.chart = this;
     showOrigin(this, originOf(e)); // "derived" on a series computed from the run's events
@@ -222,7 +240,8 @@ export class Chart {
     this.entry = entry;
     this.id = entry.id;
     this.plot.dataset.seriesId = entry.id;
-    this.title.textContent = familyTitle(entry);
+    this.words = chartWords(entry);
+    this.title.textContent = this.words?.title ?? familyTitle(entry);
     if (this.page.prefs.has?.(entry)) {
       Object.assign(this.settings, this.page.prefs.get(entry, Boolean(this.family)));
       this.legendSig = null;
@@ -234,11 +253,13 @@ export class Chart {
   refreshLegend() {
     if (!this.legendBar) return;
     const entries = this.familyEntries();
-    const sig = legendSignature(entries);
+    // A run alone draws its environments in colour (charts/composed.js envColor): so does its legend.
+    const runColor = this.page.runs.length === 1 ? this.page.runs[0].color : null;
+    const sig = `${legendSignature(entries)}\u0000${runColor}`;
     if (sig === this.legendSig) return;
     this.legendSig = sig;
     this.legendBar.replaceChildren(...legendParts(entries, this.settings, familyTitle(this.entry),
-      (name, value) => this.setOption(name, value)));
+      (name, value) => this.setOption(name, value), runColor));
     this.updateSettingBadges(); // what the chart offers changed, or its env filter was reset
   }
 
@@ -289,7 +310,7 @@ export class Chart {
       }));
       const envs = [...new Set(this.familyEntries().map((e) => e.env).filter((e) => e !== null && e !== undefined))].sort();
       return buildComposedFigure({ primary: this.entry, envs, runs, chart: this.settings, page: this.page.settings,
-        theme: this.page.theme(), zoom: this.zoom, normalized: this.normalized() });
+        theme: this.page.theme(), zoom: this.zoom, normalized: this.normalized(), axis: this.axisWords() });
     }
     const runs = this.page.runs.map((store) => {
       const { main, std } = this.idsFor(store);
@@ -303,7 +324,13 @@ export class Chart {
       return buildStateFigure({ runs, page: this.page.settings, theme: this.page.theme(), zoom: this.zoom });
     }
     return buildFigure({ entry: this.entry, runs, chart: this.settings, page: this.page.settings,
-      theme: this.page.theme(), zoom: this.zoom, normalized: this.normalized() });
+      theme: this.page.theme(), zoom: this.zoom, normalized: this.normalized(), axis: this.axisWords() });
+  }
+
+  /** The y axis' unit and whether it counts: {unit, integer} (the registry's words). */
+  axisWords() {
+    const w = this.words ?? describeSeries(this.entry);
+    return { unit: w?.unit ?? '', integer: Boolean(w?.integer) };
   }
 
   // ------------------------------------------------------------ rendering

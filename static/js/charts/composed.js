@@ -1,13 +1,15 @@
 // @ts-check
 // Pure figure building of a composed chart (one metric, its statistics and environments): per
 // run, a line for each environment shown, the ± std band and min/max envelope of one of them,
-// or stacked counts, and a dot on the last point of each run's main line. Colour stays the
-// run's (overlaid runs must be told apart first); environments differ by dash, statistics by
-// dash and width, the series of a timeline family (its parts) by dash, named by their words.
-// No DOM, no Plotly.
+// or stacked counts, and a dot on the last point of each run's main line. A run alone: its
+// all-environments line in the run's colour, each environment its own colour (envColor) and
+// dash. Overlaid runs: every line in its run's colour (runs are told apart first), each
+// environment its dash. Statistics differ by dash and width, the series of a timeline family
+// (its parts) by dash, named by their words. No DOM, no Plotly.
 
 import {
-  baseLayout, lastPointTrace, lineTraces, polygon, prepareRun, referenceShapes, withAlpha, xOf, yAxisRange,
+  baseLayout, lastPointTrace, lineTraces, polygon, prepareRun, referenceShapes, seriesColor, wholeValues, withAlpha,
+  xOf, yAxisRange,
 } from './traces.js';
 import { partRank, partWords } from './compose.js';
 import { alignByStep, smoothingName, timeUnit } from './transforms.js';
@@ -20,6 +22,16 @@ export function envDash(env, envs) {
   if (env === null || env === undefined) return 'solid';
   const i = envs.indexOf(env);
   return DASHES[(i < 0 ? 0 : i) % DASHES.length];
+}
+
+/**
+ * Colour of an environment's line in a chart of one run: the pooled series (env null) the
+ * run's own, each environment of `envs` (the chart's, sorted) its own, none like the run's.
+ */
+export function envColor(env, envs, runColor) {
+  if (env === null || env === undefined) return runColor;
+  const i = envs.indexOf(env);
+  return seriesColor(1 + (i < 0 ? envs.length : i), runColor);
 }
 
 /** SVG stroke-dasharray of each Plotly dash, for the legend's keys. */
@@ -58,7 +70,8 @@ function lineDash(entry, role, envs) {
   return role === 'stat' ? 'dot' : envDash(envOf(entry), envs);
 }
 
-function envelope(p, run, lo, hi, page) {
+function envelope(p, lo, hi, page) {
+  const run = p.run;
   const a = lo ? alignByStep(p.step, lo) : null;
   const b = hi ? alignByStep(p.step, hi) : null;
   const keep = p.step.map((_, i) => (a ? a[i] !== null : true) && (b ? b[i] !== null : true));
@@ -89,11 +102,15 @@ function stackTops(stacks) {
 /**
  * The figure of a composed chart: {data, layout, points, unit, prepared}. `runs`: [{id, name,
  * color, t0, firstStep, range, members: [{entry, role, data}]}] with the members
- * selectMembers chose; `primary`: the chart's naming entry; `envs`: the chart's environments.
- * `prepared` holds one entry per run (its first line), as a one-series chart's does.
+ * selectMembers chose; `primary`: the chart's naming entry; `envs`: the chart's environments;
+ * `axis`: {unit, integer} of its y axis (traces.js buildFigure). `prepared` holds one entry per
+ * run (its first line), as a one-series chart's does.
  */
-export function buildComposedFigure({ primary, envs = [], runs, chart, page, theme, zoom = null, normalized = false }) {
+export function buildComposedFigure({ primary, envs = [], runs, chart, page, theme, zoom = null, normalized = false,
+  axis = {} }) {
   const lineChart = { ...chart, band: chart.band };
+  const alone = runs.length === 1; // environments in colour; overlaid runs keep theirs
+  const colorOf = (run, env) => (alone ? envColor(env, envs, run.color) : run.color);
   const perRun = [];
   let span = 0;
   for (const run of runs) {
@@ -103,14 +120,15 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
     for (const m of lines) {
       const env = envOf(m.entry);
       const std = m.entry.stat === 'mean' ? byEnv('std', env) : null;
-      const p = prepareRun({ ...run, data: m.data, std }, lineChart, page);
+      const p = prepareRun({ ...run, color: colorOf(run, env), data: m.data, std }, lineChart, page);
       if (!p) continue;
       p.member = m.entry;
       preps.push(p);
       for (const t of p.time) span = Math.max(span, t - p.t0);
     }
     const stacks = run.members.filter((m) => m.role === 'stack' && m.data)
-      .map((m) => ({ m, p: prepareRun({ ...run, data: m.data }, { ...chart, band: false }, page) }))
+      .map((m) => ({ m, p: prepareRun({ ...run, color: colorOf(run, envOf(m.entry)), data: m.data },
+        { ...chart, band: false }, page) }))
       .filter((s) => s.p);
     for (const s of stacks) for (const t of s.p.time) span = Math.max(span, t - s.p.t0);
     perRun.push({ run, preps, stacks, byEnv });
@@ -128,8 +146,8 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
       points += p.y.length;
       fills.push({ type: 'scatter', mode: 'lines', x: xOf(p, page, unit, p.step, p.time), y: p.y,
         stackgroup: `r${run.id}`, name: escapePlotly(`${run.name} · ${m.entry.stat}`),
-        line: { width: 0.6, color: run.color }, fillcolor: withAlpha(run.color, 0.12 + 0.14 * i),
-        hovertemplate: `${escapePlotly(m.entry.stat)} %{y:.5~g}<extra></extra>`,
+        line: { width: 0.6, color: p.run.color }, fillcolor: withAlpha(p.run.color, 0.12 + 0.14 * i),
+        hovertemplate: `${escapePlotly(m.entry.stat)} %{y}<extra></extra>`,
         meta: { run: run.id, role: 'stack', stat: m.entry.stat, env: envOf(m.entry) }, uid: `r${run.id}-stack-${m.entry.stat}` });
       all.push(p);
       if (!preps.length && i === 0) prepared.push(p);
@@ -148,7 +166,7 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
       if (role === 'raw' || byEnv('min', env) || byEnv('max', env)) {
         const lo = byEnv('min', env);
         const hi = byEnv('max', env);
-        const env2 = (lo || hi) ? envelope(p, run, lo, hi, page) : null;
+        const env2 = (lo || hi) ? envelope(p, lo, hi, page) : null;
         if (env2) {
           env2.uid += `-${tag}`;
           p.envelope = env2._values;
@@ -163,7 +181,7 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
         t.meta = { ...t.meta, env, stat: p.member.stat, ...keyed };
         if (t.meta.role === 'raw' && role !== 'raw') t.meta.role = role;
         if (t.meta.role === 'band' || t.meta.role === 'extremes') {
-          if (role !== 'raw') t.fillcolor = withAlpha(run.color, 0.1);
+          if (role !== 'raw') t.fillcolor = withAlpha(p.run.color, 0.1);
         } else {
           t.name = escapePlotly(t.meta.role === 'ema' ? `${label} ${smoothingName(page)}` : label);
           t.line = { ...t.line, dash, width: role === 'raw' ? t.line.width : Math.max(1, t.line.width - 0.4) };
@@ -178,8 +196,10 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
   const data = fills.concat(lines, dots);
   const shapes = referenceShapes(prepared, primary, normalized, theme);
   const stacked = perRun.some((r) => r.stacks.length);
+  const ax = /** @type {{unit?: string, integer?: boolean}} */ (axis);
+  const y = { unit: normalized ? '' : ax.unit ?? '', integer: !normalized && (Boolean(ax.integer) || wholeValues(all)) };
   const yRange = zoom?.y ?? yAxisRange(all, chart, { normalized, shapes,
     includeZero: primary.kind === 'advantage' || stacked });
-  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
+  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y });
   return { data, layout, points, unit, prepared };
 }

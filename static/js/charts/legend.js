@@ -1,13 +1,14 @@
 // @ts-check
-// Chart legends. A composed chart's (All view): what its lines are (the pooled series solid,
-// each environment its own dash), toggles of the ± std band and the min/max envelope, and the
-// environment filter; a timeline family's, which series each dash is. Plotly's own legend would toggle traces one by one and forget it on the
+// Chart legends. A composed chart's (All view), on one line: toggles of the ± std band and the
+// min/max envelope, the environment filter, and what its lines are (the pooled series solid in
+// the run's colour, each environment its own dash and, for a run alone, its own colour); a
+// timeline family's, which series each dash is. Plotly's own legend would toggle traces one by one and forget it on the
 // next redraw; these are chart settings, read by every redraw and every overlaid run.
 // Every line chart's run legend (RunLegend): with overlaid runs, a swatch and name per run;
 // hovering a run's item or line dims the other runs' traces until the pointer leaves.
 
 import { ALL_TOGETHER, envOptions, EVERY_ENV, offers, partsOf } from './compose.js';
-import { DASHARRAY, envDash, partDash } from './composed.js';
+import { DASHARRAY, envColor, envDash, partDash } from './composed.js';
 import { h } from '../core/dom.js';
 
 /** Changes only when the chart's statistics or environments do (a rebuild is due). */
@@ -19,16 +20,18 @@ function swatch() {
   return h('span', { class: 'legend-swatch', 'aria-hidden': 'true' });
 }
 
-function dashLine(dash) {
-  const line = h('span', { class: 'legend-dash', 'aria-hidden': 'true' });
+function dashLine(dash, color = null) {
+  const line = h('span', { class: 'legend-dash', 'aria-hidden': 'true', style: color ? `color:${color}` : null });
   // A fixed drawing (no user text), so innerHTML is safe; SVG needs its namespace.
   line.innerHTML = `<svg width="18" height="6"><line x1="0" y1="3" x2="18" y2="3" stroke="currentColor"
     stroke-width="1.6" stroke-dasharray="${DASHARRAY[dash]}"/></svg>`;
   return line;
 }
 
-function dashKey(env, text, named) {
-  return h('span', { class: 'legend-item env-key', dataset: { env: env ?? '' } }, dashLine(envDash(env, named)), ` ${text}`);
+function dashKey(env, text, named, color) {
+  return h('span', { class: 'legend-item env-key', title: env ?? 'all environments together',
+    dataset: { env: env ?? '', color: color ?? '' } },
+  dashLine(envDash(env, named), color), h('span', { class: 'legend-name' }, text));
 }
 
 /** A timeline family's lines (charts/compose.js partsOf): each series' dash and words. */
@@ -40,10 +43,12 @@ function partKeys(entries) {
 
 /**
  * The legend's elements for a chart of `entries` (every run's) under `settings` {band, envelope,
- * env}; `onChange(name, value)` when the reader toggles or filters. May reset a filter whose
+ * env}; `onChange(name, value)` when the reader toggles or filters; `runColor`: the colour of
+ * the chart's run when it is alone (its environments then drawn in colour, composed.envColor),
+ * null for overlaid runs (environments told apart by dash). May reset a filter whose
  * environment is gone to every env.
  */
-export function legendParts(entries, settings, label, onChange) {
+export function legendParts(entries, settings, label, onChange, runColor = null) {
   const has = offers(entries);
   const envs = envOptions(entries);
   const toggle = (name, text) => {
@@ -60,10 +65,13 @@ export function legendParts(entries, settings, label, onChange) {
   const select = h('select', { name: 'env', 'aria-label': `Environments of ${label}` },
     ...envs.map((o) => h('option', { value: o.value, selected: o.value === settings.env }, o.label)));
   select.addEventListener('change', () => onChange('env', select.value));
-  parts.push(h('label', { class: 'legend-item env' }, 'env ', select));
+  parts.push(h('label', { class: 'legend-item env' }, select));
   const named = envs.filter((o) => o.value !== EVERY_ENV && o.value !== ALL_TOGETHER).map((o) => o.value);
-  if (entries.some((e) => (e.env ?? null) === null)) parts.push(dashKey(null, 'all', named));
-  for (const env of named) parts.push(dashKey(env, env, named));
+  const color = (env) => (runColor ? envColor(env, named, runColor) : null);
+  const keys = [];
+  if (entries.some((e) => (e.env ?? null) === null)) keys.push(dashKey(null, 'all', named, color(null)));
+  for (const env of named) keys.push(dashKey(env, env, named, color(env)));
+  parts.push(h('span', { class: 'legend-keys' }, ...keys));
   return parts;
 }
 

@@ -10,6 +10,67 @@ import {
 } from './transforms.js';
 import { escapePlotly } from '../core/text.js';
 
+/** Colours of the lines a run's chart tells apart (series of a plot, environments). */
+export const SERIES_COLORS = ['#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2', '#ff9da7',
+  '#9c755f', '#4e79a7', '#bab0ac'];
+const NEAR = 90; // RGB distance under which two colours read as one
+
+const rgb = (hex) => (/^#[0-9a-f]{6}$/i.test(hex) ? [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)) : null);
+
+/** How far apart two '#rrggbb' colours are (RGB distance; Infinity when one is not a colour). */
+export function colorDistance(a, b) {
+  const [x, y] = [rgb(a), rgb(b)];
+  return x && y ? Math.hypot(x[0] - y[0], x[1] - y[1], x[2] - y[2]) : Infinity;
+}
+
+/** Colour of line `i` of a run's chart: the run's own first, then a palette without its like. */
+export function seriesColor(i, runColor) {
+  if (i === 0) return runColor;
+  const rest = SERIES_COLORS.filter((c) => colorDistance(c, runColor) >= NEAR);
+  return rest[(i - 1) % rest.length];
+}
+
+// ------------------------------------------------------------------ numbers on the y axis
+
+/**
+ * How a y axis writes its numbers, its ticks and its hover alike (Plotly's d3-format strings:
+ * the traces' hovertemplate `%{y}` takes the axis' hoverformat, so a tooltip never says
+ * 0.000001 where the axis says 1µ): whole numbers for an integer axis, SI prefixes for very
+ * large or small magnitudes, else plain digits. `range`: the axis' [lo, hi] (log10 of them on a
+ * log axis, `log`), null when unknown.
+ */
+export function numberFormat(range, { integer = false, log = false } = {}) {
+  if (integer && !log) return { tickformat: ',d', hoverformat: ',.6~g' };
+  const ends = range ? (log ? range.map((v) => 10 ** v) : range) : [1, 1];
+  const m = Math.max(Math.abs(ends[0]), Math.abs(ends[1]));
+  if (m >= 1e5 || (m > 0 && m < 1e-3)) return { tickformat: '~s', hoverformat: '.4~s' };
+  return { tickformat: ',~g', hoverformat: ',.6~g' };
+}
+
+/** Spans up to this many units tick every one (or two) exactly: Plotly would tick halves. */
+const SMALL_INTEGER_SPAN = 10;
+
+/** Tick settings of an integer axis over `range`: a whole step ≥ 1 when the span is small. */
+export function integerTicks(range) {
+  if (!range) return {};
+  const span = range[1] - range[0];
+  if (!(span <= SMALL_INTEGER_SPAN)) return {};
+  return { tickmode: 'linear', tick0: 0, dtick: span <= 6 ? 1 : 2 };
+}
+
+/** Whether every drawn value of the prepared runs is a whole number (a counter, a 0/1 flag). */
+export function wholeValues(prepared) {
+  let any = false;
+  for (const p of prepared) {
+    for (const v of p.y) {
+      if (v === null || !Number.isFinite(v)) continue;
+      if (!Number.isInteger(v)) return false;
+      any = true;
+    }
+  }
+  return any;
+}
+
 /** '#rrggbb' → 'rgba(r,g,b,a)'. */
 export function withAlpha(hex, alpha) {
   const m = /^#?([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(hex || '');
@@ -69,11 +130,11 @@ export function lineTraces(p, x, page) {
   }
   const mode = x.length < 3 ? 'lines+markers' : 'lines';
   out.push({ type: 'scatter', mode, x, y: p.y, name, line: { color, width: page.ema ? 1 : 1.6 },
-    marker: { color, size: 5 }, opacity: page.ema ? 0.3 : 1, hovertemplate: '%{y:.5~g}',
+    marker: { color, size: 5 }, opacity: page.ema ? 0.3 : 1, hovertemplate: '%{y}',
     meta: { run: p.run.id, role: 'raw' }, uid: `r${p.run.id}-raw` });
   if (p.ema) {
     out.push({ type: 'scatter', mode, x, y: p.ema, name: `${name} ${smoothingName(page)}`, line: { color, width: 2 },
-      marker: { color, size: 5 }, hovertemplate: '%{y:.5~g}', meta: { run: p.run.id, role: 'ema' },
+      marker: { color, size: 5 }, hovertemplate: '%{y}', meta: { run: p.run.id, role: 'ema' },
       uid: `r${p.run.id}-ema` });
   }
   return out;
@@ -127,7 +188,8 @@ export function referenceShapes(prepared, entry, normalized, theme) {
  * outliers are ignored), the declared bounds and, with `includeZero` (advantage, stacked
  * counts), zero; padded by transforms.autoscalePad. A normalized chart spans 0–1 at least.
  * y min / max replace their end. Log y: the same rule in decades, over positive values. Null
- * (Plotly's autorange) only when nothing is drawn.
+ * (Plotly's autorange) only when nothing is drawn. (A flat counter keeps Telescope's tiny
+ * range: its integer ticks, yAxisWords, say "0", not ±100p.)
  */
 export function yAxisRange(prepared, chart, { normalized = false, shapes = [], includeZero = false } = {}) {
   const values = prepared.flatMap(rangeValues);
@@ -164,10 +226,20 @@ export function lastPointTrace(p, x, theme) {
 }
 
 /**
- * The layout every line chart shares (axes, theme, hover), with its y-range and shapes.
+ * A y axis' words and numbers: its unit as its title (when one is known) and numberFormat's
+ * formats, whole-number ticks when `integer`.
+ */
+export function yAxisWords(yRange, { unit = '', integer = false, log = false } = {}, theme = {}) {
+  return { ...numberFormat(yRange, { integer, log }), ...(integer && !log ? integerTicks(yRange) : {}),
+    ...(unit ? { title: { text: escapePlotly(unit), standoff: 4, font: { size: 10, color: theme.muted } } } : {}) };
+}
+
+/**
+ * The layout every line chart shares (axes, theme, hover), with its y-range and shapes; `y`:
+ * what the y axis shows, {unit, integer} (yAxisWords).
  * @returns {PlotlyLayout}
  */
-export function baseLayout({ chart, page, theme, unit, yRange, zoom, shapes }) {
+export function baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y = {} }) {
   const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true,
     tickfont: { size: 10 } };
   return {
@@ -182,6 +254,7 @@ export function baseLayout({ chart, page, theme, unit, yRange, zoom, shapes }) {
     xaxis: { ...axis, ticksuffix: page.xaxis === 'time' ? ` ${unit.unit}` : '',
       ...(zoom?.x ? { range: zoom.x, autorange: false } : { autorange: true }) },
     yaxis: { ...axis, type: chart.logY ? 'log' : 'linear', exponentformat: 'SI',
+      ...yAxisWords(yRange, { ...y, log: Boolean(chart.logY) }, theme),
       ...(yRange ? { range: yRange, autorange: false } : { autorange: true }) },
     shapes,
   };
@@ -191,9 +264,10 @@ export function baseLayout({ chart, page, theme, unit, yRange, zoom, shapes }) {
  * The figure of one chart: {data, layout, points}. `runs`: [{id, name, color, data, std,
  * range, t0, firstStep}] (data/std are series objects or null); `chart`: per-chart settings;
  * `page`: {xaxis, ema, span, maxStep, maxTime (h)}; `zoom`: {x?, y?} user ranges;
- * `normalized`: the runs' series are normalized twins (0–1, no declared bounds drawn).
+ * `normalized`: the runs' series are normalized twins (0–1, no declared bounds drawn); `axis`:
+ * {unit, integer} of the y axis (the registry's; integer too when every value drawn is whole).
  */
-export function buildFigure({ entry, runs, chart, page, theme, zoom = null, normalized = false }) {
+export function buildFigure({ entry, runs, chart, page, theme, zoom = null, normalized = false, axis = {} }) {
   const prepared = runs.map((r) => prepareRun(r, chart, page)).filter(Boolean);
   let span = 0;
   for (const p of prepared) {
@@ -214,7 +288,9 @@ export function buildFigure({ entry, runs, chart, page, theme, zoom = null, norm
   }
   const data = fills.concat(lines, dots); // every band under every line, the dots on top
   const shapes = referenceShapes(prepared, entry, normalized, theme);
+  const ax = /** @type {{unit?: string, integer?: boolean}} */ (axis);
+  const y = { unit: normalized ? '' : ax.unit ?? '', integer: !normalized && (Boolean(ax.integer) || wholeValues(prepared)) };
   const yRange = zoom?.y ?? yAxisRange(prepared, chart, { normalized, shapes, includeZero: entry.kind === 'advantage' });
-  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
+  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y });
   return { data, layout, points, unit, prepared };
 }

@@ -430,3 +430,125 @@ export function tooltip(key, info) {
   const facts = [info.unit && `unit: ${info.unit}`, info.aggregation && `aggregation: ${info.aggregation}`].filter(Boolean);
   return [info.description, facts.join(' · '), `key: ${key}`].filter(Boolean).join('\n');
 }
+
+// ------------------------------------------------------------------ the server's derived series
+
+/** Units that count things: their series tick in integers unless an aggregation averages them. */
+const COUNT_UNITS = new Set(['blocks', 'calls', 'cells', 'completions', 'elements', 'groups', 'microbatches',
+  'prompts', 'rank', 'rounds', 'samples', 'sequences', 'steps', 'tokens', 'trajectories', 'updates']);
+const AVERAGED = /mean|weighted|average|token-/i;
+
+/** Whether a record's values are whole numbers: a count not averaged (its own `integer` wins). */
+function countsOf(r) {
+  return r.integer ?? (COUNT_UNITS.has(r.unit) && !AVERAGED.test(`${r.aggregation ?? ''} ${r.title ?? ''}`));
+}
+
+const KEPT = 'the step\u2019s kept samples';
+const PER_GROUP = 'mean over prompt groups';
+const VALUE_HELP = 'the mean line, its \u00b1 std band and min/max envelope';
+
+/**
+ * The server's derived families (docs/statistics.md "Families") in words: per kind, the
+ * metrics it names (`*`: a user-named sample metric, titled by its own key) and their
+ * statistics. A chart of the value family (mean, std, min, max) is titled by the metric; any
+ * other statistic's chart `<metric> · <statistic in words>` unless the statistic has a title
+ * of its own. `{metric}` in a text is the metric's title.
+ */
+const METRIC_STATS = {
+  count: { words: 'samples', unit: 'samples', aggregation: 'count of finite values',
+    description: 'Kept samples with a finite {metric} at the step' },
+  gini_mean: { words: 'inequality within groups (Gini)', unit: '', aggregation: PER_GROUP,
+    description: 'Gini of {metric} inside each prompt group (0: all equal, at most (n\u22121)/n), averaged over groups' },
+  gini_excluded: { words: 'groups left out of the Gini', unit: 'groups', aggregation: 'count',
+    description: 'Prompt groups left out of the Gini mean of {metric}: groups of one sample, or with a value below the declared minimum' },
+  null_count: { words: 'missing values', unit: 'samples', aggregation: 'count',
+    description: 'Kept samples whose {metric} is null or not finite, left out of every statistic' },
+};
+const TOKENS = (what, whose) => ({ title: `${what} tokens${whose}`, unit: 'tokens', aggregation: 'mean, std, min, max over samples',
+  description: `${what} tokens per sample${what === 'Completion' ? ' (summed over turns)' : ''} of ${whose ? 'the step\u2019s discarded samples' : KEPT}: ${VALUE_HELP}` });
+const DERIVED = {
+  reward: { reward: { title: 'Reward', unit: '', aggregation: 'mean, std, min, max over samples', stats: METRIC_STATS,
+    description: `Reward of ${KEPT}, all environments together and each one: ${VALUE_HELP}` } },
+  sample: { '*': { unit: '', aggregation: 'mean, std, min, max over samples', stats: METRIC_STATS,
+    description: `Sample metric {metric} of ${KEPT}, all environments together and each one: ${VALUE_HELP}` } },
+  advantage: { advantage: { title: 'Advantage', unit: '', aggregation: 'mean, std, min, max over samples',
+    description: `Advantage of ${KEPT} (the line at 0 for reference): ${VALUE_HELP}` } },
+  groups: { groups: { title: 'Prompt groups', self: 'count', unit: 'groups', aggregation: 'count of (step, group id)',
+    description: 'Prompt groups of the step: informative (rewards not all equal) and tied stacked up to all groups; '
+      + 'the lines all at min / all at max are tied groups at the declared reward bounds', stats: {
+      informative: { words: 'informative', unit: 'groups', aggregation: 'count', description: 'Prompt groups whose rewards are not all equal' },
+      tied: { words: 'tied', unit: 'groups', aggregation: 'count', description: 'Prompt groups whose rewards are all equal' },
+      all_min: { words: 'all at min', unit: 'groups', aggregation: 'count', description: 'Tied groups whose every reward is the declared minimum' },
+      all_max: { words: 'all at max', unit: 'groups', aggregation: 'count', description: 'Tied groups whose every reward is the declared maximum' },
+    } } },
+  rollouts: {
+    prompt_tokens: TOKENS('Prompt', ''), completion_tokens: TOKENS('Completion', ''), total_tokens: TOKENS('Total', ''),
+    off_policy_steps: { title: 'Off-policy lag', unit: 'steps', aggregation: 'mean over kept samples',
+      description: 'How many policy versions behind the trainer the samples were generated, mean and std' },
+  },
+  discarded: {
+    discarded: { title: 'Discarded samples', self: 'count', unit: 'samples', aggregation: 'count',
+      description: 'Samples discarded for max_async or zero_advantage at the step', stats: {
+        canceled: { title: 'Canceled samples', unit: 'samples', aggregation: 'count',
+          description: 'Samples canceled in flight (a weight sync), counted apart from the discarded ones' },
+        max_async_pct: { title: 'Discarded as too stale (max_async)', unit: '%', aggregation: '100 \u00d7 max_async / discarded',
+          description: 'Share of the discarded samples dropped for being more policy versions behind than max_async allows' },
+        zero_advantage_pct: { title: 'Discarded for zero advantage', unit: '%', aggregation: '100 \u00d7 zero_advantage / discarded',
+          description: 'Share of the discarded samples dropped because their group had no advantage to learn from' },
+      } },
+    zero_advantage: { title: 'Zero-advantage discards', unit: '%', aggregation: 'over zero-advantage discards', stats: {
+      reward_zero_pct: { words: 'reward 0', unit: '%', aggregation: '100 \u00d7 reward 0 / zero-advantage discards',
+        description: 'Share of the zero-advantage discards whose reward was 0 (groups that all failed)' },
+      reward_positive_pct: { words: 'reward above 0', unit: '%', aggregation: '100 \u00d7 reward > 0 / zero-advantage discards',
+        description: 'Share of the zero-advantage discards whose reward was above 0 (groups that all scored alike)' },
+      reward_mean: { words: 'mean reward', unit: '', aggregation: 'mean over zero-advantage discards',
+        description: 'Mean reward of the zero-advantage discards' },
+    } },
+    prompt_tokens: TOKENS('Prompt', ' (discarded)'), completion_tokens: TOKENS('Completion', ' (discarded)'),
+    total_tokens: TOKENS('Total', ' (discarded)'),
+  },
+  ranges: { '*': { stats: {
+    at_min_pct: { words: 'share at the declared min / max', unit: '%', aggregation: '100 \u00d7 at the bound / samples declaring it',
+      description: 'Share of kept samples whose {metric} equals its environment\u2019s declared minimum, and maximum' },
+    at_max_pct: { words: 'share at the declared min / max', unit: '%', aggregation: '100 \u00d7 at the bound / samples declaring it',
+      description: 'Share of kept samples whose {metric} equals its environment\u2019s declared minimum, and maximum' },
+    outside_count: { words: 'outside the declared range', unit: 'samples', aggregation: 'count',
+      description: 'Kept samples whose {metric} lies below the declared minimum or above the declared maximum' },
+  } } },
+};
+const VALUE_STATS = new Set(['mean', 'std', 'min', 'max']);
+
+/** A statistic id the registry has no words for, in words anyway: `foo_pct` → "foo (%)". */
+const plainWords = (stat) => stat.replace(/_pct$/, ' (%)').replace(/_/g, ' ');
+
+/** The metric a derived entry names: its words (a sample metric's own key) and its statistics. */
+function derivedMetric(kind, key) {
+  const metricKind = kind === 'ranges' ? (key === 'reward' ? 'reward' : 'sample') : kind;
+  const table = DERIVED[metricKind];
+  const m = table?.[key] ?? table?.['*'] ?? { unit: '', description: '' };
+  const title = m.title ?? key.replace(/_/g, metricKind === 'sample' ? '_' : ' ');
+  return { ...m, title, name: metricKind === 'reward' ? 'reward' : title,
+    stats: kind === 'ranges' ? DERIVED.ranges['*'].stats : m.stats };
+}
+
+/**
+ * What the registry knows of a catalog entry {kind, key, stat} as the title of its chart:
+ * {title, description, unit, aggregation, integer}. A trainer's step key and a derived timing
+ * series through describe() (null when unknown); a derived family's from its table above; a
+ * derived key of its own (`stop_reason_length_pct`) by its record; anything else in plain words.
+ */
+export function describeSeries(entry) {
+  const { kind, key } = entry;
+  const stat = entry.stat ?? null;
+  if (kind === 'step' || kind === 'timeline' || (stat === key && find(key))) {
+    const info = describe(key);
+    return info && { ...info, integer: countsOf(find(key).record) };
+  }
+  const metric = derivedMetric(kind, key);
+  const self = stat === null || stat === key || stat === metric.self || VALUE_STATS.has(stat);
+  const r = self ? metric : metric.stats?.[stat] ?? { words: plainWords(stat), unit: '', description: '' };
+  const title = self || r.title ? r.title : `${metric.title} \u00b7 ${r.words}`;
+  const description = (r.description || metric.description || '').replaceAll('{metric}', metric.name);
+  return { title, description, unit: r.unit ?? metric.unit ?? '', aggregation: r.aggregation ?? metric.aggregation ?? '',
+    integer: countsOf(r) };
+}

@@ -7,15 +7,16 @@
 // plot of one series draws its ± std band. No DOM.
 
 import {
-  baseLayout, lastPointTrace, lineTraces, prepareRun, referenceShapes, xOf, yAxisRange,
+  baseLayout, lastPointTrace, lineTraces, prepareRun, referenceShapes, seriesColor, wholeValues, xOf, yAxisRange,
+  yAxisWords,
 } from '../charts/traces.js';
+import { describeSeries } from '../core/registry.js';
 import { escapePlotly } from '../core/text.js';
 import { smoothingName, timeUnit } from '../charts/transforms.js';
 
+export { colorDistance, SERIES_COLORS, seriesColor } from '../charts/traces.js';
+
 export const AXIS_RATIO = 10;
-export const SERIES_COLORS = ['#f28e2b', '#59a14f', '#e15759', '#b07aa1', '#edc948', '#76b7b2', '#ff9da7',
-  '#9c755f', '#4e79a7', '#bab0ac'];
-const NEAR = 90; // RGB distance under which two colours read as one
 const DASHES = ['solid', 'dot', 'dash', 'longdash', 'dashdot', 'longdashdot'];
 
 /** The largest |value| among the accepted points of prepared runs (null when none). */
@@ -46,22 +47,18 @@ export function assignAxes(axes, mags) {
   });
 }
 
-const rgb = (hex) => (/^#[0-9a-f]{6}$/i.test(hex) ? [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)) : null);
-
-/** How far apart two '#rrggbb' colours are (RGB distance; Infinity when one is not a colour). */
-export function colorDistance(a, b) {
-  const [x, y] = [rgb(a), rgb(b)];
-  return x && y ? Math.hypot(x[0] - y[0], x[1] - y[1], x[2] - y[2]) : Infinity;
-}
-
-/** Colour of series `i` of a one-run plot: the run's first, then a palette without its like. */
-export function seriesColor(i, runColor) {
-  if (i === 0) return runColor;
-  const rest = SERIES_COLORS.filter((c) => colorDistance(c, runColor) >= NEAR);
-  return rest[(i - 1) % rest.length];
-}
-
 export const seriesDash = (i) => DASHES[i % DASHES.length];
+
+/**
+ * What one side's y axis says of the series on it: their unit when they share one, whole-number
+ * ticks when every one counts (the registry's words) or every value drawn is whole.
+ */
+export function sideAxis(entries, prepared) {
+  const infos = entries.map((e) => (e ? describeSeries(e) : null));
+  const units = new Set(infos.map((i) => i?.unit ?? ''));
+  const integer = infos.length > 0 && (infos.every((i) => i?.integer) || wholeValues(prepared));
+  return { unit: units.size === 1 ? [...units][0] : '', integer };
+}
 
 /**
  * The figure of a plot: {data, layout, points, unit, prepared, sides}. `series`: [{id, name,
@@ -108,13 +105,18 @@ export function buildPlotFigure({ series, runs, chart, page, theme, zoom = null,
   const shapes = first && series.length === 1 ? referenceShapes(bySeries[0], first, normalized, theme) : [];
   const left = bySeries.filter((_, i) => sides[i] === 'left').flat();
   const right = bySeries.filter((_, i) => sides[i] === 'right').flat();
-  const yRange = zoom?.y ?? yAxisRange(left, chart, { normalized: normalized && series.length === 1, shapes,
+  const on = (side) => series.filter((_, i) => sides[i] === side).map((s) => s.entry);
+  const norm = normalized && series.length === 1;
+  const yLeft = norm ? {} : sideAxis(on('left'), left);
+  const yRange = zoom?.y ?? yAxisRange(left, chart, { normalized: norm, shapes,
     includeZero: first?.kind === 'advantage' && sides[0] === 'left' });
-  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes });
+  const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y: yLeft });
   if (right.length) {
+    const yRight = sideAxis(on('right'), right);
     const r = yAxisRange(right, { ...chart, yMin: null, yMax: null });
-    const { range, ...style } = layout.yaxis; // eslint-disable-line no-unused-vars
+    const { range, title, tickmode, tick0, dtick, ...style } = layout.yaxis; // eslint-disable-line no-unused-vars
     layout.yaxis2 = { ...style, overlaying: 'y', side: 'right', showgrid: false,
+      ...yAxisWords(r, { ...yRight, log: Boolean(chart.logY) }, theme),
       ...(r ? { range: r, autorange: false } : { autorange: true }) };
     layout.margin = { ...layout.margin, r: 44 };
   }

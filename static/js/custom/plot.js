@@ -180,7 +180,8 @@ export class Plot extends Chart {
 /** The card of a plot no run shown has a series of (yet). */
 export function placeholder() {
   return h('article', { class: 'chart missing' }, h('header', { class: 'chart-head' },
-    h('h4', { class: 'chart-title' }), h('div', { class: 'chart-tools' })),
+    h('h4', { class: 'chart-title' }), h('div', { class: 'chart-tools' }),
+    h('span', { class: 'tools-fold', 'aria-hidden': 'true' }, '\u22ef')),
   h('p', { class: 'chart-note' }, 'Not in the runs shown (yet).'));
 }
 
