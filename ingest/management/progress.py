@@ -73,17 +73,20 @@ class Progress:
                 self._redraw(self._bar(now), now)
             return
         tenth = min(10, 10 * done // self.total) if self.total else -1
-        if tenth > self.tenth or (done != self.shown and now - self.drawn >= self.every):
+        if (self.shown is None or tenth > self.tenth
+                or (done != self.shown and now - self.drawn >= self.every)):
             self.tenth = max(self.tenth, tenth)
             self._line(self._plain(), now)
 
     def note(self, text: str) -> None:
         """A stage without a count yet (`reading…`): drawn in place on a terminal, a line
         elsewhere."""
+        shown = self.shown  # no count written
         if self.terminal:
             self._redraw(f"{self.label}: {text}", self.clock())
         else:
             self._line(f"{self.label}: {text}", self.clock())
+        self.shown = shown
 
     def close(self, text: str | None = None) -> None:
         """End the progress: the last count (unless already written) and `text` if given,

@@ -31,7 +31,11 @@ def materialize_dirty(say: Callable[[str], Any] = lambda _: None, label: str = "
         say(f"{name}: {total} step(s) to aggregate")
         started = time.monotonic()
         with Progress(f"{label}{name}: aggregating", total) as progress:
-            materialize_all(run_id, progress=lambda _, left, p=progress, n=total: p.update(
-                max(0, n - left)))
+            materialize_all(run_id, progress=_steps_done(progress, total))
         say(f"{name}: done in {time.monotonic() - started:.1f} s")
     return len(runs)
+
+
+def _steps_done(progress: Progress, total: int) -> Callable[[int, int], None]:
+    """materialize_all's `progress(run_id, steps_left)` as steps done of `total`."""
+    return lambda _, left: progress.update(max(0, total - left))
