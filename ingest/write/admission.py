@@ -14,6 +14,8 @@
   thread (writes of one database serialize anyway), taken in turns by token (`FairExecutor`):
   a token with many busy connections cannot make another token's frames wait behind all of
   them — at most behind one job of each other token with work waiting.
+- **Memory.** A closed connection's frames are dropped at once (ingest.write.consumers), and the
+  memory frames held goes back to the system after a burst (ingest.write.memory).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 from django.conf import settings
+
+from ingest.write import memory
 
 INBOX_FRAMES = 128  # frames received and not yet applied, per connection
 
@@ -67,8 +71,10 @@ class TokenState:
             return True
 
     def release(self, size: int) -> None:
+        """`size` bytes of frames were applied or dropped."""
         with self.lock:
             self.backlog_bytes = max(0, self.backlog_bytes - size)
+        memory.trimmer.let_go(size)  # the memory they held goes back to the system
 
 
 _tokens: dict[str, TokenState] = {}

@@ -80,6 +80,14 @@ class IngestConsumer(AsyncWebsocketConsumer):
         for task in (self.worker, self.keeper, self.guard):
             if task is not None:
                 task.cancel()
+        # Drop the frames at once, with their count: the consumer ends in reference cycles
+        # (its tasks' coroutines refer back to it) that only the garbage collector frees, and
+        # a quiet server may not collect for a long time, so frames left in the inbox would
+        # stay in memory past the token's bound.
+        self.worker = self.keeper = self.guard = None
+        inbox = getattr(self, "inbox", None)
+        while inbox is not None and not inbox.empty():
+            inbox.get_nowait()
         if self.token is not None:
             self.token.release(self.held_bytes)
             self.held_bytes = 0

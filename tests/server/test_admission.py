@@ -105,3 +105,38 @@ async def test_a_tokens_unapplied_bytes_are_bounded(token: str, settings: Any) -
     await comm.send_to(text_data=orjson.dumps(big).decode())
     assert (await comm.receive_output(10)) == {"type": "websocket.close", "code": 4429}
     await comm.disconnect()
+
+
+async def test_a_closed_connections_unapplied_frames_are_dropped_at_once(
+        token: str, monkeypatch: Any) -> None:
+    # The consumer ends in reference cycles that only the garbage collector frees; frames left
+    # in its inbox would stay in memory, past the token's bound, until a collection runs.
+    from ingest.write import consumers
+
+    gate = threading.Event()
+    real = consumers.handle_frames
+
+    def held_up(*args: Any) -> Any:
+        gate.wait(10)  # the writer is busy: frames pile up in the connection's inbox
+        return real(*args)
+
+    ended: list[consumers.IngestConsumer] = []
+    disconnect = consumers.IngestConsumer.disconnect
+
+    async def recorded(self: consumers.IngestConsumer, code: int) -> None:
+        await disconnect(self, code)
+        ended.append(self)
+
+    monkeypatch.setattr(consumers, "handle_frames", held_up)
+    monkeypatch.setattr(consumers.IngestConsumer, "disconnect", recorded)
+    comm = ingest_communicator(token)
+    assert (await comm.connect())[0]
+    for i in range(20):
+        await comm.send_to(text_data=orjson.dumps(step_msg(i, {"x": 1.0})).decode())
+    await comm.disconnect()
+    gate.set()
+    (consumer,) = ended
+    assert consumer.inbox.qsize() == 0
+    assert consumer.held_bytes == 0
+    assert consumer.token is not None and consumer.token.backlog_bytes == 0
+    await settled()
