@@ -90,9 +90,12 @@ _DTYPES: dict[np.dtype[Any], bytes] = {
     np.dtype(c): np.dtype(c).str.encode() for c in "?bhilqBHILQefdgFDG"}
 
 
+_new, _Ext = tuple.__new__, msgpack.ExtType
+
+
 def _ext(code: int, data: bytes) -> msgpack.ExtType:
     """An ExtType built in C (its Python `__new__` checks cost ~1 µs each)."""
-    ext: msgpack.ExtType = tuple.__new__(msgpack.ExtType, (code, data))
+    ext: msgpack.ExtType = _new(_Ext, (code, data))
     return ext
 
 
@@ -120,13 +123,28 @@ class _Encoder:
         except Exception:  # noqa: BLE001 - the sender names what it cannot store
             return _ext(EXT_PICKLE, pickle.dumps(Opaque(type(obj).__name__)))
 
+    def column(self, value: Any) -> Any:
+        """A `log_samples` argument made ready for the packer without its `default` hook (a
+        call back from C per array costs more than these checks)."""
+        kind = type(value)
+        if kind is np.ndarray:
+            tag = _DTYPES.get(value.dtype) if value.ndim == 1 else None
+            if tag is None:
+                return value  # (the hook decides)
+            self.buffers.append(value)
+            return _new(_Ext, (EXT_ARRAY, _U64.pack(value.nbytes) + tag))
+        if kind is list:
+            return _strings(value)
+        if kind is dict:
+            return {k: self.column(v) for k, v in value.items()}
+        return value
+
     def encode(self, call: Call) -> tuple[bytes, list[Any]]:
         self.buffers = []
         kind = type(call)
         try:
             if kind is SamplesCall:
-                fields = [_strings(v) if type(v) is list else v for v in call]
-                return self.packer.pack(["m", *fields]), self.buffers
+                return self.packer.pack(["m", *map(self.column, call)]), self.buffers
             if kind is StepCall:
                 return self.packer.pack(["s", *call]), self.buffers
         except (OverflowError, TypeError, ValueError):  # (an int beyond 64 bits): pickled
@@ -174,7 +192,8 @@ def _strings(values: list[Any]) -> Any:
 
 
 def decode(record: bytes | bytearray | memoryview) -> Call:
-    """A record back to its call (the helper's side)."""
+    """A record back to its call (the helper's side; or whatever else was pickled into a
+    record: the helper's requests)."""
     view = memoryview(record)
     (head_len,) = _U32.unpack_from(view, 0)
     offset = 4 + head_len

@@ -93,7 +93,7 @@ class RemoteLedger(Ledger):
         self.remote_entries: list[dict[str, Any]] = []
 
     @property
-    def total(self) -> int:  # type: ignore[override]
+    def total(self) -> int:
         return self.local_total + self.remote_total
 
     @total.setter
@@ -474,7 +474,7 @@ def serve(setup: dict[str, Any]) -> None:
     def feed() -> None:
         for record in reader.records():
             try:
-                item = decode(record)
+                item: Any = decode(record)
             except Exception as exc:  # noqa: BLE001 - one bad record must not stop the rest
                 books.count("invalid_calls")
                 books.ledger.add("invalid call", "a log call", 1,
