@@ -81,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
         shared.append(sub.add_parser(command.name, help=command.summary,
                                      description=command.help))
         command.add(shared[-1])
+        shared[-1].add_argument("--traceback", action="store_true",
+                                help="on an unexpected error, show its Python traceback "
+                                "(as manage.py's --traceback)")
     about = ("run one of Django's own management commands (createsuperuser, changepassword, "
              "...) on the data directory, where an install has no manage.py")
     manage = sub.add_parser("manage", help=about, description=about)
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace) -> None:
     else:
         [command] = [c for c in arguments.SHARED if c.name == args.command]
         positional, options = forwarded(command, args)
-        call_command(command.command, *positional, **options)
+        call_command(command.command, *positional, traceback=args.traceback, **options)
 
 
 def forwarded(command: arguments.Shared, args: argparse.Namespace) -> tuple[list[Any],
