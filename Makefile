@@ -13,16 +13,23 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-$(VENV)/.server: pyproject.toml
+# Two distributions, both editable: the trainer client (clients/python: telescope-trainer-hooks,
+# whose source is trainer_hooks/) and the server (pyproject.toml: telescope-dashboard), which
+# depends on it. Their metadata gives ranges; constraints/dev.txt pins what is tested, this
+# machine's CPU torch among them (any other torch spec downloads a multi-GB CUDA build).
+CONSTRAINTS := constraints/dev.txt
+VENV_INPUTS := pyproject.toml clients/python/pyproject.toml $(CONSTRAINTS)
+
+$(VENV)/.server: $(VENV_INPUTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[server]"
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ./clients/python -e ".[server]"
 	touch $@
 
-$(VENV)/.dev: pyproject.toml
+$(VENV)/.dev: $(VENV_INPUTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ./clients/python -e ".[dev]"
 	touch $@ $(VENV)/.server
 
 # The server, and beside it a live demo run (telescope_ui/live_demo.py; LIVE_DEMO=0: none) that

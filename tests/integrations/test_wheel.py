@@ -1,11 +1,13 @@
-"""The wheel a pip user installs: built from the checkout, installed in a fresh venv, started
-with its `telescope` console script; the pages, the front end's files, plotly.min.js and
-SortableJS must come from the installed package (collected into the data directory under
-hashed names at `telescope serve`), not the checkout.
+"""The wheels a pip user installs: the server's (telescope-dashboard, pyproject.toml) and the
+trainer client's (telescope-trainer-hooks, clients/python), built from the checkout, installed
+in a fresh venv, started with the server's `telescope` console script; the pages, the front
+end's files, plotly.min.js and SortableJS must come from the installed package (collected into
+the data directory under hashed names at `telescope serve`), not the checkout.
 
-The fresh venv gets the wheel alone (`--no-deps`); the server's dependencies come from this
-test's own venv through a .pth file (no download, and never torch). The wheel's metadata is
-checked for them instead: the `server` extra must name them and none may be torch."""
+The fresh venv gets the two wheels alone (`--no-deps`); the server's other dependencies come
+from this test's own venv through a .pth file (no download, and never torch). The wheels'
+metadata is checked for them instead: the server must require them and the client at its own
+version, and torch, transformers and trl only as the client's ranges."""
 
 from __future__ import annotations
 
@@ -26,11 +28,14 @@ import pytest
 
 from devtools.live_server import ROOT, free_port
 
-PACKAGE_ROOTS = ("telescope_ui", "ingest", "trainer_hooks")
-DEV_ONLY = ("tests", "bench", "devtools")  # never in the wheel
+SERVER_ROOTS = ("telescope_ui", "ingest")  # the server's wheel
+CLIENT_ROOTS = ("trainer_hooks",)  # the client's wheel, and nothing else
+DEV_ONLY = ("tests", "bench", "devtools")  # never in a wheel
 SERVER_DEPS = {"django", "channels", "daphne", "plotly", "numpy", "orjson", "msgpack",
                "pyyaml", "websockets", "servestatic", "tsdownsample", "dj-database-url",
-               "zstandard"}
+               "zstandard", "telescope-trainer-hooks"}
+CLIENT_DEPS = {"numpy", "orjson", "msgpack", "pyyaml", "websockets", "zstandard"}
+TRAINING_STACK = {"torch", "transformers", "trl"}  # the user's own versions: ranges only
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -40,13 +45,42 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in drop}, **extra}
 
 
+def requirements(wheel: Path) -> list[str]:
+    archive = zipfile.ZipFile(wheel)
+    meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+    return re.findall(r"^Requires-Dist: (.+)$", archive.read(meta).decode(), re.M)
+
+
+def requirement_name(requirement: str) -> str:
+    return re.split(r"[=<>!~\[; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def package_dirs(roots: tuple[str, ...]) -> set[str]:
+    """The checkout's packages under `roots` (each folder with an __init__.py)."""
+    return {p.parent.relative_to(ROOT).as_posix() for root in roots
+            for p in (ROOT / root).rglob("__init__.py")}
+
+
+@pytest.fixture(scope="module")
+def client_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from the checkout itself, as a user would: hatchling writes nothing beside it."""
+    out = tmp_path_factory.mktemp("client-dist")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT / "clients/python"),
+                            "--no-deps", "-q", "-w", str(out)], timeout=300,
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = out.glob("telescope_trainer_hooks-*.whl")
+    return wheel
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built from a copy of the checkout: setuptools leaves build/ where it builds, and a stale
-    build/ would ship files the checkout no longer has."""
+    """The server's, built from a copy of the checkout: setuptools leaves build/ where it
+    builds, and a stale build/ would ship files the checkout no longer has."""
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
     shutil.copy(ROOT / "pyproject.toml", src)
-    for folder in (*PACKAGE_ROOTS, *DEV_ONLY, "static", "templates", "node_modules/sortablejs"):
+    for folder in (*SERVER_ROOTS, *CLIENT_ROOTS, *DEV_ONLY, "static", "templates",
+                   "node_modules/sortablejs"):
         shutil.copytree(ROOT / folder, src / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
@@ -57,12 +91,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(wheel: Path, client_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     python = root / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
-                    "--no-deps", "--no-index", str(wheel)], check=True, timeout=300,
+                    "--no-deps", "--no-index", str(wheel), str(client_wheel)], check=True,
+                   timeout=300,
                    capture_output=True)
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
                            "['purelib'])"], check=True, capture_output=True, text=True)
@@ -123,34 +158,53 @@ def test_the_wheel_holds_the_front_end_and_declares_its_script(wheel: Path) -> N
                  for p in (ROOT / "templates").rglob("*.html")}
     assert {f"telescope_ui/templates/{n}" for n in templates} <= names
     assert "telescope_ui/vendor/sortablejs/sortable.esm.js" in names  # the build step's copy
-    packages = {p.parent.relative_to(ROOT).as_posix() for root in PACKAGE_ROOTS
-                for p in (ROOT / root).rglob("__init__.py")}
-    missing = {p for p in packages if f"{p}/__init__.py" not in names}
+    missing = {p for p in package_dirs(SERVER_ROOTS) if f"{p}/__init__.py" not in names}
     assert not missing, f"add {sorted(missing)} to [tool.setuptools] packages in pyproject.toml"
     assert not {n for n in names if n.split("/")[0] in DEV_ONLY}, "the wheel ships dev-only code"
+    assert not {n for n in names if n.split("/")[0] in CLIENT_ROOTS}, "the client's, not ours"
     meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "telescope = telescope_ui.cli:main" in zipfile.ZipFile(wheel).read(meta).decode()
 
 
-def test_the_server_extra_names_its_dependencies_and_no_torch(wheel: Path) -> None:
-    meta_name = next(n for n in zipfile.ZipFile(wheel).namelist()
-                     if n.endswith(".dist-info/METADATA"))
-    meta = zipfile.ZipFile(wheel).read(meta_name).decode()
-    requires = re.findall(r"^Requires-Dist: (.+)$", meta, re.M)
-    core_and_server = [r for r in requires if "extra ==" not in r or "'server'" in r
-                       or '"server"' in r]
-    names = {re.split(r"[=<>\[; ]", r, maxsplit=1)[0].lower() for r in core_and_server}
-    assert SERVER_DEPS <= names, SERVER_DEPS - names
-    assert "torch" not in names
+def test_the_client_wheel_holds_trainer_hooks_alone(client_wheel: Path) -> None:
+    names = set(zipfile.ZipFile(client_wheel).namelist())
+    shipped = {n for n in names if ".dist-info/" not in n}
+    tracked = set(subprocess.run(["git", "ls-files", *CLIENT_ROOTS], cwd=ROOT, check=True,
+                                 capture_output=True, text=True).stdout.split())
+    assert {p for p in package_dirs(CLIENT_ROOTS) if f"{p}/__init__.py" not in names} == set()
+    assert "trainer_hooks/py.typed" in shipped  # its types, for the user's mypy
+    # Every file trainer_hooks/ holds in the checkout (not yet committed ones too), no other.
+    files = {p.relative_to(ROOT).as_posix() for root in CLIENT_ROOTS
+             for p in (ROOT / root).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert tracked <= files and shipped == files
+
+
+def test_the_server_requires_its_dependencies_and_the_client_at_its_version(
+        wheel: Path, client_wheel: Path) -> None:
+    server = requirements(wheel)
+    core = {requirement_name(r): r for r in server if "extra ==" not in r}
+    assert SERVER_DEPS <= set(core), SERVER_DEPS - set(core)
+    version = re.search(r"-(\d[^-]*)-py3", client_wheel.name)
+    assert version and core["telescope-trainer-hooks"].endswith(f"=={version[1]}")
+    assert not TRAINING_STACK & {requirement_name(r) for r in server}  # through the client
+    client = requirements(client_wheel)
+    assert CLIENT_DEPS == {requirement_name(r) for r in client if "extra ==" not in r}
+    assert "django" not in {requirement_name(r) for r in client}
+    stack = [r for r in client if requirement_name(r) in TRAINING_STACK]
+    assert {requirement_name(r) for r in stack} == TRAINING_STACK
+    pinned = [r for r in client if "==" in r.split(";")[0]]
+    assert not pinned, f"the client's requirements must be ranges: {pinned}"
 
 
 def test_telescope_serve_serves_pages_and_files_from_the_installed_package(
         venv: Path, served: tuple[str, Path]) -> None:
     url, data = served
     located = subprocess.run([str(venv / "bin" / "python"), "-c",
-                              "import telescope_ui; print(telescope_ui.__file__)"],
+                              "import telescope_ui, trainer_hooks; print(telescope_ui.__file__);"
+                              " print(trainer_hooks.__file__)"],
                              cwd=data, env=clean_env(), capture_output=True, text=True)
-    assert located.stdout.strip().startswith(str(venv))  # the wheel's copy, not the checkout
+    [ui, hooks] = located.stdout.split()
+    assert ui.startswith(str(venv)) and hooks.startswith(str(venv))  # the wheels', not ours
     status, page, _ = fetch(url + "/")
     assert status == 200 and b"<html" in page.lower()
     [runs_js] = set(re.findall(rb'/static/js/runs\.[0-9a-f]{12}\.js', page))
