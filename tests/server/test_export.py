@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import zlib
 from typing import Any
 
 import numpy as np
@@ -101,3 +102,19 @@ def test_a_long_series_streams_in_pieces(run_id: int) -> None:
 def test_no_run_is_a_404() -> None:
     res = Client().get("/api/runs/999/export.csv")
     assert res.status_code == 404 and res.json() == {"error": "no run 999"}
+
+
+async def test_a_gzip_download_is_one_gzip_stream(run_id: int) -> None:
+    """Browsers decode only a body's first gzip member: the pieces are one stream, not one
+    member each (what Django's GZipMiddleware makes of an async stream)."""
+    res = await AsyncClient().get(f"/api/runs/{run_id}/export.csv",
+                                  headers={"Accept-Encoding": "gzip, deflate, br"})
+    assert res["Content-Encoding"] == "gzip"
+    packed = b"".join([piece async for piece in res.streaming_content])
+    unpacker = zlib.decompressobj(31)
+    text = unpacker.decompress(packed)
+    assert unpacker.eof and not unpacker.unused_data
+    plain = await AsyncClient().get(f"/api/runs/{run_id}/export.csv")
+    assert "Content-Encoding" not in plain
+    assert text == b"".join([piece async for piece in plain.streaming_content])
+    assert text.count(b"\n") > 1000

@@ -30,9 +30,13 @@ function cookie(name) {
   return '';
 }
 
-export function listRuns(project = null) {
-  const q = project ? `?project=${encodeURIComponent(project)}` : '';
-  return getJSON(`/api/runs${q}`).then((b) => b.runs);
+/** The runs (of one project); `headline`: a series id whose latest point each run carries. */
+export function listRuns(project = null, { headline = null } = {}) {
+  const params = new URLSearchParams();
+  if (project) params.set('project', project);
+  if (headline !== null) params.set('headline', headline);
+  const q = params.toString();
+  return getJSON(`/api/runs${q ? `?${q}` : ''}`).then((b) => b.runs);
 }
 
 export function getRun(id) {

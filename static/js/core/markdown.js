@@ -1,7 +1,9 @@
 // @ts-check
 // Run notes as markdown, rendered safely (no HTML passes through). A small subset: paragraphs (a single line
-// break is kept), headings, `-` / `1.` lists, fenced code blocks, **strong**, *emphasis*,
-// `code` and [links](https://…) whose target is http(s) only; anything else stays as text.
+// break is kept), headings, `-` / `1.` lists, fenced code blocks, GitHub-style tables (a header
+// row, a `|---|:--:|` delimiter row giving each column's alignment, then rows; `\|` is a pipe
+// inside a cell), **strong**, *emphasis*, `code` and [links](https://…) whose target is http(s)
+// only; anything else stays as text.
 //
 // Safe by construction: the parser builds a tree of the tags above (strings are text), and
 // the renderer makes DOM nodes with createElement / createTextNode only (never innerHTML), so
@@ -14,6 +16,55 @@ const URL_RE = /^https?:\/\/[^\s<>"'`\\\u0000-\u001f\u007f]+$/i;
 // A bare URL in text becomes a link; trailing punctuation stays text.
 const AUTOLINK_RE = /^https?:\/\/[^\s<>"'`]*[^\s<>"'`.,;:!?)\]]/i;
 const WORD_RE = /[\p{L}\p{N}]/u;
+// A table's delimiter row: cells of dashes, with a colon at either end for the alignment.
+const DELIMITER_RE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+const ALIGNS = new Set(['left', 'right', 'center']);
+
+/** The cells of a table row: split at unescaped pipes, outer pipes dropped, `\|` a pipe. */
+export function tableCells(line) {
+  let s = line.trim();
+  if (s.startsWith('|')) s = s.slice(1);
+  if (s.endsWith('|') && !s.endsWith('\\|')) s = s.slice(0, -1);
+  const cells = [];
+  let cell = '';
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] === '\\' && s[i + 1] === '|') {
+      cell += '|';
+      i++;
+    } else if (s[i] === '|') {
+      cells.push(cell.trim());
+      cell = '';
+    } else cell += s[i];
+  }
+  cells.push(cell.trim());
+  return cells;
+}
+
+/** Each column's alignment from the delimiter row: 'left', 'right', 'center' or null. */
+function alignments(line) {
+  return tableCells(line).map((c) => {
+    const left = c.startsWith(':');
+    const right = c.endsWith(':');
+    return left && right ? 'center' : right ? 'right' : left ? 'left' : null;
+  });
+}
+
+/** The table starting at lines[i] (a header row then a delimiter row), or null: {block, end}. */
+function table(lines, i) {
+  const head = lines[i];
+  const delimiter = lines[i + 1];
+  if (!head.includes('|') || delimiter === undefined || !DELIMITER_RE.test(delimiter)) return null;
+  const names = tableCells(head);
+  const aligns = alignments(delimiter);
+  if (names.length !== aligns.length) return null;
+  const row = (cells, tag) => ({ tag: 'tr', children: aligns.map((align, c) => ({ tag, align, text: cells[c] ?? '' })) });
+  const body = [];
+  let j = i + 2;
+  for (; j < lines.length && lines[j].trim() && lines[j].includes('|'); j++) body.push(row(tableCells(lines[j]), 'td'));
+  const children = [{ tag: 'thead', children: [row(names, 'th')] }];
+  if (body.length) children.push({ tag: 'tbody', children: body });
+  return { block: { tag: 'table', children }, end: j - 1 };
+}
 
 /** The block tree of `src`: [{tag: 'p' | 'h3'… | 'ul' | 'ol' | 'pre', children}]. */
 export function parseMarkdown(src) {
@@ -33,6 +84,13 @@ export function parseMarkdown(src) {
       continue;
     }
     if (!line.trim()) { end(); continue; }
+    const found = table(lines, i);
+    if (found) {
+      end();
+      blocks.push(found.block);
+      i = found.end;
+      continue;
+    }
     const heading = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line);
     if (heading) {
       end();
@@ -66,6 +124,11 @@ export function parseMarkdown(src) {
 
 function inlineBlock(block) {
   if (block.tag === 'p') return { tag: 'p', children: parseInline(block.text.trim()) };
+  if (block.tag === 'table') {
+    const cell = ({ tag, align, text }) => ({ tag, align, children: parseInline(text) });
+    return { tag: 'table', children: block.children.map((part) => ({ tag: part.tag,
+      children: part.children.map((tr) => ({ tag: 'tr', children: tr.children.map(cell) })) })) };
+  }
   if (block.tag === 'ul' || block.tag === 'ol') {
     return { tag: block.tag, children: block.children.map((li) => ({ tag: 'li', children: parseInline(li.text) })) };
   }
@@ -186,6 +249,7 @@ function toNode(node, doc) {
     el.setAttribute('rel', 'noopener noreferrer nofollow');
     el.setAttribute('target', '_blank');
   }
+  if (ALIGNS.has(node.align)) el.className = `md-align-${node.align}`; // one of three, never the text's
   for (const child of node.children) el.append(toNode(child, doc));
   return el;
 }
@@ -198,7 +262,8 @@ export function toHTML(nodes) {
   return nodes.map((n) => {
     if (typeof n === 'string') return escape(n);
     if (n.tag === 'br') return '<br>';
-    const attrs = n.tag === 'a' ? ` href="${escape(n.href)}"` : '';
+    const attrs = n.tag === 'a' ? ` href="${escape(n.href)}"`
+      : ALIGNS.has(n.align) ? ` class="md-align-${n.align}"` : '';
     return `<${n.tag}${attrs}>${toHTML(n.children)}</${n.tag}>`;
   }).join('');
 }

@@ -1,10 +1,13 @@
 // @ts-check
-// Run housekeeping: PATCH name / notes / color and DELETE /api/runs/<id>, written
+// Run housekeeping: PATCH name / notes / color / tags and DELETE /api/runs/<id>, written
 // like the page's other writes (CSRF cookie in X-CSRFToken), and the controls that use them:
-// rename, colour, and delete behind a typed confirmation (the run's name).
+// rename, colour (warned when another run of the project has it), tags, the whole-run CSV
+// export, and delete behind a typed confirmation (the run's name).
 
-import { deleteRun, patchRun } from '../core/api.js';
+import { deleteRun, listRuns, patchRun } from '../core/api.js';
+import { colorChoices, colorsInUse, guardColor } from './colors.js';
 import { h, runColor } from '../core/dom.js';
+import { TagEditor } from './tags.js';
 
 /** What went wrong, in words: the server's message when it gave one. */
 export function problem(err) {
@@ -26,7 +29,14 @@ export class RunEditor {
     this.onSaved = onSaved;
     this.onDeleted = onDeleted;
     this.status = h('p', { class: 'hk-status', role: 'status', 'aria-live': 'polite' });
-    root.replaceChildren(this.renameForm(), this.colorField(), this.deleteControl(), this.status);
+    this.tagEditor = new TagEditor(info, { say: (text, bad) => this.say(text, bad),
+      save: async (tags) => {
+        const saved = await patchRun(this.info.id, { tags });
+        this.onSaved(saved);
+        return saved;
+      } });
+    root.replaceChildren(this.renameForm(), this.colorField(), this.tagEditor.form, this.exportRow(),
+      this.deleteControl(), this.status);
   }
 
   say(text, bad = false) {
@@ -55,8 +65,17 @@ export class RunEditor {
 
   colorField() {
     this.color = h('input', { type: 'color', class: 'swatch', value: runColor(this.info), 'aria-label': 'Run colour', id: 'hk-color' });
-    this.color.addEventListener('change', () => this.save({ color: this.color.value }, 'Colour saved.'));
-    return h('div', { class: 'hk-row' }, h('label', { for: 'hk-color' }, 'Colour'), this.color);
+    const { list, offer } = colorChoices(this.color);
+    this.clash = h('span', { class: 'color-clash', role: 'alert', hidden: true });
+    // The picker suggests the colours no other run of the project has.
+    const siblings = () => listRuns(this.info.project).catch(() => []);
+    this.color.addEventListener('focus', async () => offer(colorsInUse(await siblings(), this.info.project, this.info.id)));
+    this.color.addEventListener('change', async () => {
+      const color = this.color.value;
+      await guardColor({ color, run: this.info, runs: await siblings(), slot: this.clash,
+        save: (c) => this.save({ color: c }, 'Colour saved.'), revert: () => this.update(this.info) });
+    });
+    return h('div', { class: 'hk-row' }, h('label', { for: 'hk-color' }, 'Colour'), this.color, list, this.clash);
   }
 
   async save(body, done) {
@@ -68,6 +87,14 @@ export class RunEditor {
       this.say(`Not saved: ${problem(err)}`, true);
       this.update(this.info); // back to what the server has
     }
+  }
+
+  /** The whole run as CSV: every series, one row per point (GET /api/runs/<id>/export.csv). */
+  exportRow() {
+    this.exportLink = h('a', { class: 'button-link', href: `/api/runs/${encodeURIComponent(this.info.id)}/export.csv`,
+      download: `run-${this.info.id}.csv`, dataset: { export: 'csv' } }, 'Export CSV');
+    return h('div', { class: 'hk-row' }, h('span', { class: 'hk-label' }, 'Data'), this.exportLink,
+      h('span', { class: 'muted' }, 'every series of the run, one row per point'));
   }
 
   deleteControl() {
@@ -120,11 +147,14 @@ export class RunEditor {
     if (document.activeElement !== this.color) this.color.value = runColor(info);
     this.doDelete.disabled = this.confirm.value !== info.name;
     if (this.dialog.open) this.what.textContent = info.name;
+    this.tagEditor.update(info);
   }
 
   /** The run is gone: nothing left to edit. */
   disable() {
     for (const el of [this.name, this.color, this.openDelete]) el.disabled = true;
+    this.tagEditor.disable();
+    this.exportLink.removeAttribute('href');
     if (this.dialog.open) this.dialog.close();
   }
 }

@@ -50,11 +50,14 @@ export function matchesQuery(run, words, leaves) {
   });
 }
 
-/** A predicate over runs for a query and a status ('' = any). */
-export function runFilter({ query = '', status = '' } = {}) {
+/** A predicate over runs for a query, a status and a tag ('' = any). */
+export function runFilter({ query = '', status = '', tag = '' } = {}) {
   const words = parseQuery(query);
-  return (run, leaves = null) => (!status || run.status === status) && matchesQuery(run, words, leaves);
+  return (run, leaves = null) => (!status || run.status === status) && (!tag || !!run.tags?.includes(tag))
+    && matchesQuery(run, words, leaves);
 }
+
+const headline = (r) => (typeof r.headline?.value === 'number' && Number.isFinite(r.headline.value) ? r.headline.value : -Infinity);
 
 const STATUS_ORDER = Object.fromEntries(STATUSES.map((s, i) => [s, i]));
 const time = (iso) => Date.parse(iso) || 0;
@@ -68,6 +71,7 @@ export const SORTS = {
   status: { label: 'Status', cmp: (a, b) => (STATUS_ORDER[a.status] ?? 9) - (STATUS_ORDER[b.status] ?? 9), desc: false },
   step: { label: 'Last step', cmp: (a, b) => (a.last_step ?? -1) - (b.last_step ?? -1), desc: true },
   progress: { label: 'Progress', cmp: (a, b) => progress(a) - progress(b), desc: true },
+  headline: { label: 'Headline', cmp: (a, b) => headline(a) - headline(b) || 0, desc: true },
   eta: { label: 'ETA', cmp: (a, b) => (a.eta_seconds ?? Infinity) - (b.eta_seconds ?? Infinity), desc: false },
 };
 
