@@ -1,7 +1,7 @@
 // @ts-check
 // Run colours within a project: which colours its other runs have, which of the server's
 // palette are still free (a new run gets the first free one: ingest/write/runs.py PALETTE, the
-// same list; tests/server/test_run_colors.py keeps the two equal), and the words that warn
+// same list; tests/unit/test_run_palette.py keeps the two equal), and the words that warn
 // when a recolour takes a colour another run already has. Pure, for the run list, the
 // overview's housekeeping and the Metrics page's run bar alike.
 
