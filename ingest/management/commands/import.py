@@ -61,6 +61,7 @@ class Command(BaseCommand):
         try:
             done = import_run(project.pk, run, name, progress=bar)
         except ModuleNotFoundError as exc:
+            bar.clear()
             raise CommandError(f"reading {source} files needs the {exc.name!r} package: "
                                "pip install 'telescope-dashboard[import]'") from None
         except (DamagedSource, OSError) as exc:  # read whole before storing: nothing stored
