@@ -31,10 +31,12 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
+import platform
+import select
 import struct
 import tempfile
 import threading
-from collections import deque
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -45,10 +47,17 @@ from trainer_hooks.transport.queue import Call, SamplesCall, StepCall
 
 RING_BYTES = 32 << 20
 HEADER_BYTES = 4096
-INLINE = 1 << 31  # a notification's flag: the record follows in the pipe
+BULK = 1 << 31  # a record's length flag: its bytes follow in the bulk pipe
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_HEAD = struct.Struct("<QQQ")  # consumed_pos, queued, sealed
+_PREFIX = struct.Struct("<II")  # a record's length (this prefix included), its msgpack's
+_WRAP = _U32.pack(0)
+_HEAD = struct.Struct("<QQQ")  # at 0, the helper's: consumed_pos, queued, sealed
+WRITTEN, SLEEPING = 64, 128  # the trainer's write position; the helper waits on the bell
+LOOK, IDLE = 0.01, 0.5  # the helper looks this often while records come; sleeps after idle
+# Where stores may be seen out of order by another core (not x86), every record rings the
+# doorbell: the system call orders the record before the helper's read of it.
+_ORDERED_BY_SYSCALL = platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686")
 EXT_ARRAY, EXT_STRINGS, EXT_PICKLE = 1, 2, 9
 PIPE_BYTES = 1 << 20  # the notification pipe's capacity where Linux allows it
 
@@ -195,8 +204,8 @@ def decode(record: bytes | bytearray | memoryview) -> Call:
     """A record back to its call (the helper's side; or whatever else was pickled into a
     record: the helper's requests)."""
     view = memoryview(record)
-    (head_len,) = _U32.unpack_from(view, 0)
-    offset = 4 + head_len
+    (head_len,) = _U32.unpack_from(view, 4)
+    offset = 8 + head_len
     where = [offset]
 
     def ext(code: int, data: bytes) -> Any:
@@ -212,7 +221,7 @@ def decode(record: bytes | bytearray | memoryview) -> Call:
             return pickle.loads(data)
         return msgpack.ExtType(code, data)
 
-    fields = msgpack.unpackb(view[4:4 + head_len], ext_hook=ext, raw=False,
+    fields = msgpack.unpackb(view[8:8 + head_len], ext_hook=ext, raw=False,
                              strict_map_key=False, use_list=True)
     kind = fields[0]
     if kind == "m":
@@ -233,28 +242,26 @@ class Writer:
         self.size = size
         self.map = _mapped(ring_fd, HEADER_BYTES + size)
         self.lock = threading.Lock()
-        self.written = 0  # ring bytes written (wrap gaps included)
+        self.written = _U64.unpack_from(self.map, WRITTEN)[0]  # ring bytes written (gaps too)
         self.limit = size  # written may reach this without reading the header again
-        # (end position, length) of the records the helper may not have read yet
-        self.unread: deque[tuple[int, int]] = deque()
         self.encoder = _Encoder()
-        self.notify_fd = -1
+        self.bell = self.bulk = -1
 
-    def attach(self, notify_fd: int) -> None:
-        """Notify a (new) helper through `notify_fd`: the records it has not read are
-        announced to it again first."""
+    def attach(self, bell_fd: int, bulk_fd: int) -> None:
+        """Wake a (new) helper through `bell_fd`, send it large records through `bulk_fd`."""
         with self.lock:
-            self.notify_fd = notify_fd
-            self.consumed()
-            for _, n in list(self.unread):
-                self._notify(n)
+            old = (self.bell, self.bulk)
+            self.bell, self.bulk = bell_fd, bulk_fd
+        for fd in old:  # a dead helper's: closed only now, so no write meets a reused number
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     def consumed(self) -> int:
-        """Ring bytes the helper has read (from the header); forgets the records before."""
+        """Ring bytes the helper has read (from the header)."""
         pos: int = _U64.unpack_from(self.map, 0)[0]
-        unread = self.unread
-        while unread and unread[0][0] <= pos:
-            unread.popleft()
         self.limit = pos + self.size
         return pos
 
@@ -263,92 +270,127 @@ class Writer:
         consumed, queued, sealed = _HEAD.unpack_from(self.map, 0)
         return consumed, queued, sealed
 
-    def put(self, call: Call, room: Callable[[], bool]) -> None:
-        """Write `call` (encoding it; raises what encoding raises). When the ring is full,
-        waits while `room()` (which sleeps a little and says whether to keep waiting) is
-        True; raises BrokenPipeError when it says stop."""
+    def put(self, call: Any, room: Callable[[], bool], *, urgent: bool = False) -> None:
+        """Write `call` (encoding it; raises what encoding raises) and wake the helper when it
+        sleeps (always when `urgent`: a request). When the ring is full, waits while `room()`
+        (which sleeps a little and says whether to keep waiting) is True; raises
+        BrokenPipeError when it says stop."""
         head, buffers = self.encoder.encode(call)
-        n = 4 + len(head) + sum(b.nbytes for b in buffers)
+        n = 8 + len(head) + sum(b.nbytes for b in buffers)
         with self.lock:
-            if n > self.size // 2:
-                self._inline(head, buffers, n)
-                return
+            bulk = n > self.size // 2
             at = self.written
             pos = at % self.size
-            if pos + n > self.size:  # wraps: the record starts at the ring's beginning
+            need = 8 if bulk else n
+            if pos + need > self.size:  # wraps: the record starts at the ring's beginning
+                if self.size - pos >= 4:
+                    self.map[HEADER_BYTES + pos:HEADER_BYTES + pos + 4] = _WRAP
                 at += self.size - pos
                 pos = 0
-            while at + n > self.limit and at + n > self.consumed() + self.size:
+            while at + need > self.limit and at + need > self.consumed() + self.size:
                 if not room():
                     raise BrokenPipeError("the sender process is gone")
             m, base = self.map, HEADER_BYTES + pos
-            m[base:base + 4] = _U32.pack(len(head))
-            m[base + 4:base + 4 + len(head)] = head
-            p = base + 4 + len(head)
-            for b in buffers:
-                try:
-                    m[p:p + b.nbytes] = b
-                except (BufferError, ValueError, TypeError):  # not contiguous
-                    m[p:p + b.nbytes] = np.ascontiguousarray(b).data.cast("B")
-                p += b.nbytes
-            self.written = at + n
-            self.unread.append((self.written, n))
-            self._notify(n)
-
-    def _notify(self, n: int) -> None:
-        os.write(self.notify_fd, _U32.pack(n))
-
-    def _inline(self, head: bytes, buffers: list[Any], n: int) -> None:
-        parts = [_U32.pack(n | INLINE), _U32.pack(len(head)), head]
-        parts += [np.ascontiguousarray(b).tobytes() for b in buffers]
-        data = b"".join(parts)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.notify_fd, view):]
+            m[base:base + 8] = _PREFIX.pack((n | BULK) if bulk else n, len(head))
+            if not bulk:
+                m[base + 8:base + 8 + len(head)] = head
+                p = base + 8 + len(head)
+                for b in buffers:
+                    try:
+                        m[p:p + b.nbytes] = b
+                    except (BufferError, ValueError, TypeError):  # not contiguous
+                        m[p:p + b.nbytes] = np.ascontiguousarray(b).data.cast("B")
+                    p += b.nbytes
+            self.written = at + need
+            _U64.pack_into(m, WRITTEN, self.written)  # (after the record: x86 keeps the order)
+            if urgent or bulk or _ORDERED_BY_SYSCALL or _U64.unpack_from(m, SLEEPING)[0]:
+                _write_all(self.bell, b"\0")
+            if bulk:
+                _write_all(self.bulk, b"".join(
+                    [head, *(np.ascontiguousarray(b).tobytes() for b in buffers)]))
 
     def close(self) -> None:
         self.map.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 # ---------------------------------------------------------------- the helper's reader
 
 
 class Reader:
-    """The helper's end: `records()` yields each record's bytes in order, until the trainer's
-    end of the pipe closes."""
+    """The helper's end: `records()` yields each record's bytes in order (sleeping on the
+    doorbell pipe, at most `poll` seconds at a time, when there are none) until the trainer's
+    end of the doorbell closes and the ring is read."""
 
-    def __init__(self, ring_fd: int, notify_fd: int, start: int,
-                 size: int = RING_BYTES) -> None:
-        self.size = size
+    def __init__(self, ring_fd: int, bell_fd: int, bulk_fd: int, start: int,
+                 size: int = RING_BYTES, poll: float = 0.05) -> None:
+        self.size, self.poll = size, poll
         self.map = _mapped(ring_fd, HEADER_BYTES + size)
-        self.pipe = os.fdopen(notify_fd, "rb", buffering=1 << 16)
+        self.bell = bell_fd
+        self.bulk = os.fdopen(bulk_fd, "rb", buffering=0)
         self.read = start
         self.queued = self.sealed = 0
         self.lock = threading.Lock()
+        self.publish()
 
     def records(self) -> Iterator[bytearray]:
-        pipe, size = self.pipe, self.size
+        size, m = self.size, self.map
+        open_ = True
+        seen, idle = -1, time.monotonic()
         while True:
-            raw = pipe.read(4)
-            if len(raw) < 4:
-                return
-            (n,) = _U32.unpack(raw)
-            if n & INLINE:
-                data = pipe.read(n & ~INLINE)
-                if len(data) < n & ~INLINE:
-                    return
-                yield bytearray(data)
-                continue
-            pos = self.read % size
-            if pos + n > size:
-                self.read += size - pos
-                pos = 0
-            base = HEADER_BYTES + pos
-            record = bytearray(self.map[base:base + n])
-            self.read += n
-            yield record
+            written = _U64.unpack_from(m, WRITTEN)[0]
+            while self.read < written:
+                pos = self.read % size
+                if size - pos < 8 or _U32.unpack_from(m, HEADER_BYTES + pos)[0] == 0:
+                    self.read += size - pos  # (a wrap marker, or no room for one)
+                    continue
+                n, head_len = _PREFIX.unpack_from(m, HEADER_BYTES + pos)
+                if n & BULK:
+                    self.read += 8
+                    data = _read_all(self.bulk, (n & ~BULK) - 8)
+                    if data is None:
+                        return
+                    record = bytearray(_PREFIX.pack(n & ~BULK, head_len)) + data
+                else:
+                    base = HEADER_BYTES + pos
+                    record = bytearray(m[base:base + n])
+                    self.read += n
+                yield record
+            if not open_:
+                return  # the trainer is gone and everything it wrote is read
+            now = time.monotonic()
+            idle = now if written != seen else idle
+            seen = written
+            # While records come (a training loop), look every LOOK seconds without asking for
+            # the bell: the trainer then pays no system call per record. Idle for IDLE
+            # seconds: sleep until the bell (or `poll`).
+            sleep = now - idle > IDLE
+            if sleep:
+                _U64.pack_into(m, SLEEPING, 1)
+            if _U64.unpack_from(m, WRITTEN)[0] == self.read:
+                ready, _, _ = select.select([self.bell], [], [], self.poll if sleep else LOOK)
+                if ready:
+                    open_ = bool(os.read(self.bell, 4096))
+            if sleep:
+                _U64.pack_into(m, SLEEPING, 0)
 
     def publish(self) -> None:
         """Tell the trainer how far this helper has read, queued and sealed (any thread)."""
         with self.lock:
             _HEAD.pack_into(self.map, 0, self.read, self.queued, self.sealed)
+
+
+def _read_all(f: Any, n: int) -> bytes | None:
+    parts, left = [], n
+    while left:
+        chunk = f.read(left)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)

@@ -145,6 +145,7 @@ class ProcessSender:
         self.left: Summary | None = None
         self.outbox_path: Path | None = None
         self.pid: int | None = None
+        self.cpu = 0.0
         self.ring_bytes = ring_bytes
         self.ring_fd = make_ring(ring_bytes)
         self.writer = Writer(self.ring_fd, ring_bytes)
@@ -164,30 +165,33 @@ class ProcessSender:
     # ------------------------------------------------------------ the helper's life
 
     def spawn(self) -> None:
-        notify_r, notify_w = os.pipe()
+        bell_r, bell_w = os.pipe()
+        bulk_r, bulk_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        widen(notify_w)
+        widen(bulk_w)
         consumed = self.writer.consumed()
         setup = {"path": list(sys.path), "target": self.target, "options": self.options,
-                 "ring_fd": self.ring_fd, "notify_fd": notify_r, "reply_fd": reply_w,
-                 "start": consumed, "ring_bytes": self.ring_bytes, "parent": os.getpid(),
+                 "ring_fd": self.ring_fd, "bell_fd": bell_r, "bulk_fd": bulk_r,
+                 "reply_fd": reply_w, "start": consumed, "ring_bytes": self.ring_bytes,
+                 "parent": os.getpid(),
                  "log_level": min(logging.INFO, logging.getLogger("trainer_hooks")
                                   .getEffectiveLevel())}
         try:
             proc = subprocess.Popen([sys.executable, "-c", _BOOT], stdin=subprocess.PIPE,
-                                    pass_fds=(self.ring_fd, notify_r, reply_w))
+                                    pass_fds=(self.ring_fd, bell_r, bulk_r, reply_w))
         finally:
-            os.close(notify_r)
-            os.close(reply_w)
+            for fd in (bell_r, bulk_r, reply_w):
+                os.close(fd)
         assert proc.stdin is not None
         proc.stdin.write(pickle.dumps(setup))
         proc.stdin.close()
         self.proc, self.pid = proc, proc.pid
-        self.writer.attach(notify_w)
-        threading.Thread(target=self.replies, args=(reply_r, proc, notify_w), daemon=True,
-                         name=f"telescope-replies[{self.target.run}]").start()
+        self.writer.attach(bell_w, bulk_w)
+        threading.Thread(target=self.replies, args=(reply_r, proc, (bell_w, bulk_w)),
+                         daemon=True, name=f"telescope-replies[{self.target.run}]").start()
 
-    def replies(self, fd: int, proc: subprocess.Popen[bytes], notify_w: int) -> None:
+    def replies(self, fd: int, proc: subprocess.Popen[bytes], pipes: tuple[int, int]
+                ) -> None:
         """Answers of one helper, until it ends; then its end is handled."""
         with os.fdopen(fd, "rb") as pipe:
             while True:
@@ -200,10 +204,7 @@ class ProcessSender:
                 except Exception:  # noqa: BLE001 - a bad answer must not stop the others
                     log.exception("telescope: bad answer from the sender process")
         code = proc.wait()
-        try:
-            os.close(notify_w)
-        except OSError:
-            pass
+        del pipes  # (closed when a successor is attached, or at join: never reused meanwhile)
         self.on_end(code)
 
     def on_reply(self, reply: tuple[Any, ...]) -> None:
@@ -242,6 +243,7 @@ class ProcessSender:
         self.target.run_id = snap["run_id"]
         self.target.run_name = snap["run_name"]
         self.outbox_path = None if snap["outbox"] is None else Path(snap["outbox"])
+        self.cpu = snap["cpu"]  # the helper's CPU seconds so far (bench/trainer_cost.py)
 
     def on_end(self, code: int) -> None:
         """The helper ended: as asked (close), or it died — then count what it lost and start
@@ -332,9 +334,9 @@ class ProcessSender:
                                   "the sender process has stopped")
             return False
         try:
-            self.writer.put(item, self.wait_for_room)
-        except BrokenPipeError:
-            return not self.gone  # (a dead helper's successor gets it from the ring)
+            self.writer.put(item, self.wait_for_room, urgent=type(item) is Request)
+        except OSError:  # (BrokenPipeError: a dead helper's successor reads it from the ring)
+            return not self.gone
         return True
 
     def wait_for_room(self) -> bool:
@@ -366,6 +368,7 @@ class ProcessSender:
         """Wait for the helper to end after `stop`."""
         self.stopped.wait(timeout)
         if self.stopped.is_set() and self.ring_fd >= 0:
+            self.writer.attach(-1, -1)
             self.writer.close()
             os.close(self.ring_fd)
             self.ring_fd = -1
@@ -446,7 +449,8 @@ def serve(setup: dict[str, Any]) -> None:
     target: RunTarget = setup["target"]
     books = Bookkeeping(log)
     calls = _CountingQueue(options.max_queue)
-    reader = Reader(setup["ring_fd"], setup["notify_fd"], setup["start"], setup["ring_bytes"])
+    reader = Reader(setup["ring_fd"], setup["bell_fd"], setup["bulk_fd"], setup["start"],
+                    setup["ring_bytes"], min(options.poll_interval, 0.05))
 
     def sealed() -> None:
         reader.sealed = calls.taken
@@ -462,7 +466,8 @@ def serve(setup: dict[str, Any]) -> None:
         return {"counts": books.counts(), "status": engine.status(),
                 "ledger_total": total, "ledger": books.ledger.snapshot() if changed else None,
                 "run_id": target.run_id, "run_name": target.run_name,
-                "outbox": None if engine.outbox_path is None else str(engine.outbox_path)}
+                "outbox": None if engine.outbox_path is None else str(engine.outbox_path),
+                "cpu": time.process_time()}
 
     thread = threading.Thread(target=engine.run, name="telescope-sender", daemon=True)
     thread.start()
