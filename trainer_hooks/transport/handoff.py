@@ -1,15 +1,18 @@
 """The hand-off between a trainer and its sender process (`connect(..., sender="process")`,
-`transport.helper`): the log calls, written once into shared memory, and the notifications
-that say where each one ends.
+`transport.helper`): the log calls, written once into shared memory.
 
 **Ring.** A shared-memory file (`memfd` on Linux, else an unlinked temporary file) mapped by
-both processes: a header page, then `RING_BYTES` of records written one after another, wrapping
-(a record that does not fit before the end starts at the beginning). The trainer writes a
-record, then its length into the notification pipe; the helper reads the length (a pipe
-read is a system call: the record's bytes are visible by then, on any CPU), copies the record
-out and publishes in the header how far it has read, so the trainer may reuse the space. A
-record larger than half the ring travels inline in the pipe after its length (high bit set).
-The pipe's end of file tells the helper that the trainer is gone.
+both processes: a header page, then `RING_BYTES` of records written one after another, each
+prefixed by its length, wrapping (a record that does not fit before the end starts at the
+beginning, after a zero length). The trainer writes a record, then its write position in the
+header; the helper reads records up to that position, copies each out and publishes how far it
+has read, so the trainer may reuse the space. A log call makes no system call: the helper
+looks at the ring every LOOK seconds while records come, and only once it has been idle for
+IDLE seconds does it sleep on the doorbell pipe, which the trainer then rings (and always for
+a request: flush, sync, status, stop). Where another core may see stores out of order (not
+x86) every record rings it: the system call orders the record before the helper's read. A
+record larger than half the ring travels through the bulk pipe (its length stays in the
+ring). The doorbell's end of file tells the helper that the trainer is gone.
 
 **Records.** One log call each: msgpack of `[kind, fields...]` (a `StepCall` "s", a
 `SamplesCall` "m", any other call or control record pickled: "p"), in which a numpy array is
@@ -21,9 +24,9 @@ arrays (read-only), the strings' list, the objects.
 
 The header (little-endian uint64s): `consumed_pos` (ring bytes the helper has read),
 `queued` (records it handed to its sender engine), `sealed` (of those, records whose messages
-are in its outbox: the engine took them in a finished pump pass). On the helper's death the
-trainer resends the records after `consumed_pos` to its successor, and counts `queued −
-sealed` as lost (`transport.helper`).
+are in its outbox: the engine took them in a finished pump pass). On the helper's death its
+successor reads on from `consumed_pos`, and the trainer counts `queued − sealed` as lost
+(`transport.helper`).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ LOOK, IDLE = 0.01, 0.5  # the helper looks this often while records come; sleeps
 # doorbell: the system call orders the record before the helper's read of it.
 _ORDERED_BY_SYSCALL = platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686")
 EXT_ARRAY, EXT_STRINGS, EXT_PICKLE = 1, 2, 9
-PIPE_BYTES = 1 << 20  # the notification pipe's capacity where Linux allows it
+PIPE_BYTES = 1 << 20  # the bulk pipe's capacity where Linux allows it
 
 
 def make_ring(size: int = RING_BYTES) -> int:

@@ -1,6 +1,6 @@
 """The sender process (`connect(..., sender="process")`): batching, validation, encoding, the
 outbox and the WebSocket in a child process, so that the trainer's GIL pays only for handing
-each log call over (`transport.handoff`: one copy into shared memory and a 4-byte write).
+each log call over (`transport.handoff`: one copy into shared memory, no system call).
 
 **Trainer side** (`ProcessSender`): stands in the client for the sender thread's engine, its
 thread and its call queue (`kick`, `status`, `started`, `left`, `discard_when_empty`,
@@ -24,8 +24,8 @@ with the trainer.
 survives the trainer being killed (the helper seals it and spills it to disk); `sync()`
 returns once everything is in the outbox on disk, as with the thread. If the helper dies the
 trainer notices at once (its reply pipe closes): pending `flush()` / `sync()` calls return
-False, a new helper is started (at most MAX_RESTARTS times) which replays the outbox, the
-records it had not read yet are handed to it again, and what the dead one had read but not
+False, a new helper is started (at most MAX_RESTARTS times) which replays the outbox and
+reads the ring on from where the dead one stopped, and what the dead one had read but not
 sealed (`queued − sealed` in the ring's header), and the bodies it had not spilled (its
 outbox says how many when reopened: `lost_unspooled`), are counted as lost
 (`lost_sender_died`, named in `not_stored`): a flush reports it.
