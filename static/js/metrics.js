@@ -56,7 +56,7 @@ class MetricsPage {
     this.bandOwner = new Map(); // std series id -> mean series id
     this.maxPoints = null;
     this.controls = new Controls(document.getElementById('controls'), (s, field) => this.onControls(field),
-      { initial: initial.page, link: () => this.syncUrl(true) });
+      { initial: initial.page, link: () => this.syncUrl(true), linkSlot: document.getElementById('page-link') });
     this.settings = this.controls.settings;
     /** @type {PageView} */
     this.view = null;

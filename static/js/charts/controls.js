@@ -29,15 +29,17 @@ function typing(target) {
 export class Controls {
   /**
    * `onChange(settings, field)` after each change; `settings` is the live object: `initial`
-   * (a URL's view) or else the stored settings. `link()`: the URL Copy link copies.
+   * (a URL's view) or else the stored settings. `link()`: the URL Copy link copies; its
+   * button goes in `linkSlot` (else at the end of the controls).
    * @param {HTMLElement} root
    * @param {(settings: object, field: string) => void} onChange
-   * @param {{initial?: object | null, link?: () => string}} [options]
+   * @param {{initial?: object | null, link?: () => string, linkSlot?: HTMLElement | null}} [options]
    */
-  constructor(root, onChange, { initial = null, link = () => location.href } = {}) {
+  constructor(root, onChange, { initial = null, link = () => location.href, linkSlot = null } = {}) {
     this.settings = initial ?? loadPage();
     this.onChange = onChange;
     this.link = link;
+    this.linkSlot = linkSlot;
     this.root = root;
     this.build();
     document.addEventListener('keydown', (ev) => this.onKey(ev));
@@ -78,7 +80,8 @@ export class Controls {
       h('span', { class: 'control' }, h('label', {}, 'Max time ', i.maxTime), this.timeError),
       h('label', { class: 'control' }, i.normalize, ' Normalize'),
       h('span', { class: 'control search' }, i.search, h('label', { title: 'Regular expression' }, i.regex, ' regex'), this.count, this.searchError),
-      this.copyBtn);
+      this.linkSlot ? null : this.copyBtn);
+    this.linkSlot?.replaceChildren(this.copyBtn);
     i.search.title = 'Search metrics (press / to get here, Escape to leave)';
     this.form.addEventListener('submit', (ev) => ev.preventDefault());
     this.form.addEventListener('change', (ev) => this.read(ev.target.name));
@@ -87,7 +90,9 @@ export class Controls {
       clearTimeout(this.searchTimer);
       this.searchTimer = setTimeout(() => this.read('search'), SEARCH_DEBOUNCE_MS);
     });
-    this.root.replaceChildren(this.form, this.toast);
+    this.root.replaceChildren(this.form);
+    // In <body>: a fixed element inside the controls bar (a backdrop filter) would be placed in it.
+    document.body.append(this.toast);
   }
 
   /** `/` anywhere but in a field focuses the search; Escape in the search leaves it. */
