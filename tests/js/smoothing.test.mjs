@@ -65,3 +65,26 @@ test('smooth picks the smoother by name; anything else is the EMA', () => {
   assert.equal(smoothingName({ smoothing: 'gauss' }), 'Gaussian');
   assert.equal(smoothingName({}), 'EMA');
 });
+
+test('a chart draws the page\'s smoother over what it shows, named after it', async () => {
+  const { buildFigure } = await import('../../static/js/charts/traces.js');
+  const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
+  const values = [1, 100, 3, 5, 7, 9];
+  const run = { id: 1, name: 'run-1', color: '#112233', std: null, t0: 1000, firstStep: 0,
+    data: { step: [0, 1, 2, 3, 4, 5], time: [1000, 1010, 1020, 1030, 1040, 1050], value: values,
+      bmin: null, bmax: null, downsampled: false } };
+  const chart = { ignoreOutliers: true, ignoreFirst: false, logY: false, yMin: null, yMax: null, band: false };
+  const page = (smoothing) => ({ xaxis: 'step', ema: true, smoothing, span: 2, normalize: false,
+    maxStep: 4, maxTime: null });
+  const drawn = (smoothing) => buildFigure({ entry: { id: 'step|x||', kind: 'step', key: 'x', stat: null, env: null },
+    runs: [run], chart, page: page(smoothing), theme }).data.find((t) => t.meta.role === 'ema');
+  // steps 0..4 (max step), 100 an outlier (beyond Q3 + 6·IQR of 1, 100, 3, 5, 7): left out
+  const accept = [true, false, true, true, true];
+  const shown = values.slice(0, 5);
+  assert.deepEqual(drawn('mean').y, [1, 1, 2, 4, 6]);
+  assert.equal(drawn('mean').name, 'run-1 running mean');
+  near(drawn('gauss').y, gaussian(shown, 2, accept));
+  assert.equal(drawn('gauss').name, 'run-1 Gaussian');
+  assert.deepEqual(drawn('ema').y, ema(shown, 2, accept));
+  assert.equal(drawn('ema').name, 'run-1 EMA');
+});
