@@ -1,17 +1,37 @@
 """Browser benchmark: the Metrics page in headless Chromium (the system one) against one server
-process on the embedded default, for a run of 10,000 steps × 300 step metrics (300 charts).
+process on the embedded default.
 
-Measures, with their targets:
-- first screen: navigation start → every chart in the viewport drawn with its data (≤ 1.5 s),
-  in a fresh browser context (cold cache) and on a reload (warm cache);
-- live latency: a step acked by the server (WebSocket ingest) → its point drawn on a visible
-  chart (p50 ≤ 100 ms, p99 ≤ 300 ms);
-- JS heap after scrolling the whole page top to bottom (≤ 300 MB).
+Two runs to load (`--run`):
+- `demo` (the default): the demo run (`manage.py demo`: 200 steps, ~70 charts), at 1600×1000 and
+  1280×800 — the first screen, cold and warm;
+- `big`: 10,000 steps × 300 step metrics (300 charts), at 1400×900 — the first screen, then live
+  latency and heap.
 
-Run: .venv/bin/python bench/browser.py [--steps 10000] [--charts 300] [--data-dir DIR]
-[--timeline] (--data-dir keeps the ingested run between invocations; ingest takes a few
-minutes. --timeline prints, for each cold load, when the page, its static files and its first
-series arrived.)
+What is measured, from navigation start, as the median of `--loads` loads (min and max beside
+it), each figure with the machine's load average (`os.getloadavg()`, 1 minute, its range over
+the loads):
+- first screen drawn: the first animation frame in which every chart whose card intersects the
+  viewport shows its data — as a canvas sketch (while Plotly is still evaluating) or as a
+  Plotly chart;
+- first screen interactive: the first animation frame in which every one of them is a Plotly
+  chart with its data (hover, zoom and the chart's tools work) and the controls bar is built
+  (its search field is there). The check runs in an animation frame, so the main thread was
+  free at that moment: an input then is handled in that frame. Target ≤ 1.0 s cold, ≤ 0.5 s
+  warm on the demo;
+- cold: in a fresh browser context (empty HTTP cache, no compiled code); warm: the same URL
+  loaded again in that context (HTTP cache and V8's code cache warm);
+- `big` only: live latency, a step acked by the server (WebSocket ingest) → its point drawn on
+  a visible chart (p50 ≤ 100 ms, p99 ≤ 300 ms); JS heap after scrolling the whole page top to
+  bottom (≤ 300 MB).
+
+`--compare CHECKOUT` serves another checkout of the project (e.g. `git worktree add` of an
+earlier commit) beside this one, on the same data, and alternates their loads — before and
+after in one run, under the same load, rather than across time.
+
+Run: .venv/bin/python bench/browser.py [--run demo|big] [--loads 5] [--data-dir DIR]
+[--compare CHECKOUT] [--timeline] (--data-dir keeps the run between invocations; the big run's
+ingest takes a few minutes. --timeline prints, for each cold load, when the page, its static
+files and its first series arrived.)
 """
 
 from __future__ import annotations
@@ -19,21 +39,27 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from devtools.live_server import LiveServer, ServerState, running  # noqa: E402
+from devtools.live_server import LiveServer, ServerState, free_port, running  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 RUN = "bench-browser"
+DEMO = "grpo-demo"
 T0 = 1_700_000_000.0
+VIEWPORTS = {"demo": [(1600, 1000), (1280, 800)], "big": [(1400, 900)]}
 
 
 def keys(n: int) -> list[str]:
@@ -63,8 +89,8 @@ class Client:
         with urllib.request.urlopen(self.server.http + path, timeout=60) as res:
             return json.loads(res.read())
 
-    def run_id(self) -> int | None:
-        return next((r["id"] for r in self.get("/api/runs")["runs"] if r["name"] == RUN), None)
+    def run_id(self, name: str = RUN) -> int | None:
+        return next((r["id"] for r in self.get("/api/runs")["runs"] if r["name"] == name), None)
 
 
 def ingest(client: Client, steps: int, names: list[str], batch: int = 100) -> None:
@@ -79,23 +105,26 @@ def ingest(client: Client, steps: int, names: list[str], batch: int = 100) -> No
             print(f"  ingest {done}/{steps} steps ({rate:.0f} steps/s)", flush=True)
 
 
-# Every chart in the viewport drawn with its data: as a sketch (canvas, while plotly.min.js is
-# still evaluating) or as a Plotly chart; and then every one of them as a Plotly chart.
+# The first screen (the module's docstring): every chart in the viewport drawn with its data,
+# as a sketch (canvas, while plotly.min.js is still evaluating) or as a Plotly chart; with
+# `plotlyOnly`, every one of them a Plotly chart, and the controls bar built.
 FIRST_SCREEN = """plotlyOnly => {
   const charts = [...document.querySelectorAll('.chart')];
   if (!charts.length) return false;
+  if (plotlyOnly && !document.querySelector('#controls input[type=search]')) return false;
   const h = innerHeight;
   const inView = charts.filter(c => { const r = c.getBoundingClientRect();
                                       return r.bottom > 0 && r.top < h && !c.hidden; });
   const drawn = inView.every(c => { const gd = c.querySelector('.plot');
     if (!plotlyOnly && c.classList.contains('sketched')) return true;
-    return gd.data && gd.data.some(t => t.x && t.x.length > 0); });
+    return c.classList.contains('rendered') && gd.data
+      && gd.data.some(t => t.x && t.x.length > 0); });
   return inView.length > 0 && drawn ? performance.now() : false;
 }"""
 
 
 def first_screen(page: Any, url: str) -> tuple[float, float]:
-    """(ms to the first screen drawn, ms to the first screen drawn by Plotly)."""
+    """(ms to the first screen drawn, ms to the first screen interactive)."""
     page.goto(url, wait_until="commit")
     drawn = page.wait_for_function(FIRST_SCREEN, arg=False, polling="raf", timeout=60_000)
     plotly = page.wait_for_function(FIRST_SCREEN, arg=True, polling="raf", timeout=60_000)
@@ -191,14 +220,79 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+@contextmanager
+def other_checkout(checkout: Path, state: ServerState) -> Iterator[str]:
+    """A server of another checkout of the project on `state`'s data, its own static files
+    collected from that checkout: its base URL for the `with` block."""
+    static = Path(tempfile.mkdtemp(prefix="telescope-compare-static-"))
+    env = {**state.env, "PYTHONPATH": str(checkout), "TELESCOPE_STATIC_ROOT": str(static)}
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+                   env=env, cwd=checkout, check=True, timeout=300)
+    port = free_port()
+    with open(state.tmp / f"compare-{port}.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "telescope_ui.serve", "--port", str(port),
+                                 "--verbosity", "0", "--no-collectstatic"],
+                                env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(base + "/api/runs", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{checkout}'s server did not start") from None
+                time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+class Loads:
+    """First-screen figures of one page (cold and warm, per viewport) and the load averages
+    seen while measuring them."""
+
+    def __init__(self) -> None:
+        self.cold: list[tuple[float, float]] = []
+        self.warm: list[tuple[float, float]] = []
+        self.load: list[float] = []
+
+    def measure(self, browser: Any, url: str, viewport: tuple[int, int], timeline_too: bool
+                ) -> None:
+        ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        page = ctx.new_page()
+        self.load.append(os.getloadavg()[0])
+        self.cold.append(first_screen(page, url))
+        if timeline_too:
+            print("  cold load: " + "; ".join(f"{name} {ms}" for name, ms in timeline(page))
+                  + f"; first screen drawn {self.cold[-1][0]:.0f} ms", flush=True)
+        self.warm.append(first_screen(page, url))
+        self.load.append(os.getloadavg()[0])
+        ctx.close()
+
+    def report(self, label: str, targets: bool) -> None:
+        print(f"{label}  (load {min(self.load):.1f}–{max(self.load):.1f})")
+        for name, loads, target in (("cold", self.cold, 1000), ("warm", self.warm, 500)):
+            for i, what in ((0, "drawn"), (1, "interactive")):
+                ms = [load[i] for load in loads]
+                goal = f"   target ≤ {target} ms" if targets and i == 1 else ""
+                print(f"  first screen {what}, {name}: median {statistics.median(ms):.0f} ms "
+                      f"(min {min(ms):.0f}, max {max(ms):.0f}){goal}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=10_000)
-    parser.add_argument("--charts", type=int, default=300)
+    parser.add_argument("--run", choices=("demo", "big"), default="demo")
+    parser.add_argument("--steps", type=int, default=10_000, help="big run: steps")
+    parser.add_argument("--charts", type=int, default=300, help="big run: step metrics")
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--loads", type=int, default=5)
-    parser.add_argument("--live", type=int, default=100, help="live steps to time")
+    parser.add_argument("--compare", type=Path, default=None, metavar="CHECKOUT",
+                        help="another checkout to serve beside this one, loads alternated")
+    parser.add_argument("--live", type=int, default=100, help="big run: live steps to time")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between live steps")
     parser.add_argument("--timeline", action="store_true",
                         help="print where each cold load spent its time before the first screen")
@@ -213,43 +307,53 @@ def main() -> None:
         token = state.token("bench")
         client = Client(server, token)
         names = keys(args.charts)
-        run_id = client.run_id()
-        if run_id is None:
+        name = DEMO if args.run == "demo" else RUN
+        run_id = client.run_id(name)
+        if run_id is None and args.run == "demo":
+            print("loading the demo run (manage.py demo)", flush=True)
+            state.manage("demo", "--run", DEMO, timeout=600)
+        elif run_id is None:
             print(f"building a run of {args.steps} steps × {args.charts} metrics")
             ingest(client, args.steps, names)
-            run_id = client.run_id()
+        run_id = client.run_id(name)
         last = client.get(f"/api/runs/{run_id}")["last_step"]
-        url = f"{server.http}/runs/{run_id}/metrics"
-        with sync_playwright() as pw:
+        path = f"/runs/{run_id}/metrics"
+        with sync_playwright() as pw, (
+                other_checkout(args.compare, state) if args.compare else _nothing()) as other:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            cold, warm = [], []
+            pages = {"this checkout": server.http + path}
+            if other:
+                pages[f"{args.compare}"] = other + path
+            results = {(label, vp): Loads() for label in pages for vp in VIEWPORTS[args.run]}
             for _ in range(args.loads):
+                for vp in VIEWPORTS[args.run]:
+                    for label, url in pages.items():
+                        results[(label, vp)].measure(browser, url, vp, args.timeline)
+            charts = 0
+            if args.run == "big":
                 ctx = browser.new_context(viewport={"width": 1400, "height": 900})
                 page = ctx.new_page()
-                cold.append(first_screen(page, url))
-                if args.timeline:
-                    print("cold load: " + "; ".join(f"{name} {ms}" for name, ms in timeline(page))
-                          + f"; first screen drawn {cold[-1][0]:.0f} ms", flush=True)
-                warm.append(first_screen(page, url))
+                first_screen(page, pages["this checkout"])
+                page.wait_for_timeout(1000)
+                lat, transit, draw = live_latency(page, server, token, names, last + 1,
+                                                  args.live, args.interval)
+                used, after_gc, max_rendered = heap_after_scroll(page)
+                charts = page.evaluate("document.querySelectorAll('.chart').length")
                 ctx.close()
-            ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-            page = ctx.new_page()
-            first_screen(page, url)
-            page.wait_for_timeout(1000)
-            lat, transit, draw = live_latency(page, server, token, names, last + 1, args.live,
-                                              args.interval)
-            used, after_gc, max_rendered = heap_after_scroll(page)
-            charts = page.evaluate("document.querySelectorAll('.chart').length")
-            ctx.close()
+            else:
+                ctx = browser.new_context()
+                page = ctx.new_page()
+                first_screen(page, pages["this checkout"])
+                charts = page.evaluate("document.querySelectorAll('.chart').length")
+                ctx.close()
             browser.close()
 
-    print(f"run: {last + 1} steps × {charts} charts (+{args.live} live steps)")
-    for name, loads in (("cold cache", cold), ("warm cache", warm)):
-        for i, what in ((0, "drawn"), (1, "drawn by Plotly (interactive)")):
-            ms = [load[i] for load in loads]
-            target = "   target ≤ 1500 ms" if i == 0 else ""
-            print(f"first screen {what}, {name}: median {statistics.median(ms):.0f} ms "
-                  f"(min {min(ms):.0f}, max {max(ms):.0f}){target}")
+    print(f"run {name}: {last + 1} steps × {charts} charts; medians of {args.loads} loads")
+    for (label, vp), loads in results.items():
+        loads.report(f"{label}, {vp[0]}×{vp[1]}:", targets=args.run == "demo")
+    if args.run != "big":
+        return
+    print(f"(+{args.live} live steps)")
     if lat:
         print(f"live latency ack → drawn: p50 {pct(lat, 0.5):.0f} ms, p99 {pct(lat, 0.99):.0f} ms, "
               f"max {max(lat):.0f} ms over {len(lat)}/{args.live} steps   "
@@ -261,6 +365,11 @@ def main() -> None:
         print("live latency: no point drawn")
     print(f"JS heap after scrolling the whole page: {used:.0f} MB ({after_gc:.0f} MB after GC), "
           f"at most {max_rendered} charts rendered at once   target ≤ 300 MB")
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@ STATIC_ROOT, how it names and compresses it, and collecting again only when a so
 
 ServeStatic serves STATIC_ROOT in front of Django (`telescope_ui.asgi`); no Django view serves
 a file. Sources: the front end's own files (static/), and two vendor files exposed by
-`VendorFinder` — plotly.min.js from the installed `plotly` package and SortableJS's ES module
-(node_modules/sortablejs in a checkout, `npm ci`; inside the package in a wheel).
+`VendorFinder` — Plotly's cartesian bundle and SortableJS's ES module (both from npm:
+node_modules/ in a checkout, `npm ci`; inside the package in a wheel).
 """
 
 from __future__ import annotations
@@ -27,24 +27,33 @@ from servestatic.asgi import FileServerASGI
 from servestatic.storage import CompressedManifestStaticFilesStorage
 from servestatic.utils import decode_path_info
 
-# Where a wheel carries SortableJS (copied in by its build: telescope_ui/build_vendor.py).
+# Where a wheel carries the vendor files (copied in by its build: telescope_ui/build_vendor.py).
 PACKAGE_VENDOR = Path(__file__).resolve().parent / "vendor"
 SORTABLE = "sortablejs/sortable.esm.js"
+# Plotly's cartesian bundle (scatter, heatmap, …: every trace the pages draw) rather than the
+# full one the `plotly` Python package ships: 1.3 MB instead of 4.8, and no map or WebGL code
+# to evaluate — the full bundle's evaluation was most of a cold Metrics page's first screen.
+PLOTLY = "plotly/plotly.min.js"
+PLOTLY_NPM = Path("plotly.js-cartesian-dist-min") / "plotly-cartesian.min.js"
+
+
+def _vendor_file(what: str, candidates: tuple[Path, ...]) -> Path:
+    found = next((path for path in candidates if path.is_file()), None)
+    if found is None:
+        raise ImproperlyConfigured(
+            f"{what} is missing: run `npm ci` in the checkout (`make run` does); looked in "
+            f"{', '.join(str(p) for p in candidates)}")
+    return found
 
 
 def vendor_files() -> dict[str, Path]:
     """Static name → source file of each vendor file (served under /static/vendor/…)."""
-    import plotly
-
-    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    candidates = (PACKAGE_VENDOR / SORTABLE,
-                  settings.BASE_DIR / "node_modules" / "sortablejs" / "modular" / "sortable.esm.js")
-    sortable = next((path for path in candidates if path.is_file()), None)
-    if sortable is None:
-        raise ImproperlyConfigured(
-            "SortableJS is missing (the Custom view needs it): run `npm ci` in the checkout "
-            f"(`make run` does); looked in {', '.join(str(p) for p in candidates)}")
-    return {"vendor/plotly/plotly.min.js": plotly_js, f"vendor/{SORTABLE}": sortable}
+    modules = settings.BASE_DIR / "node_modules"
+    plotly_js = _vendor_file("Plotly (every chart needs it)",
+                             (PACKAGE_VENDOR / PLOTLY, modules / PLOTLY_NPM))
+    sortable = _vendor_file("SortableJS (the Custom view needs it)", (
+        PACKAGE_VENDOR / SORTABLE, modules / "sortablejs" / "modular" / "sortable.esm.js"))
+    return {f"vendor/{PLOTLY}": plotly_js, f"vendor/{SORTABLE}": sortable}
 
 
 class VendorFinder(BaseFinder):
@@ -65,9 +74,21 @@ class VendorFinder(BaseFinder):
 
     def list(self, ignore_patterns: Any) -> Iterator[tuple[str, FileSystemStorage]]:
         for name, source in vendor_files().items():
-            storage = FileSystemStorage(location=source.parent)
+            storage = _VendorStorage(source, posixpath.basename(name))
             storage.prefix = posixpath.dirname(name)  # type: ignore[attr-defined]
-            yield source.name, storage
+            yield posixpath.basename(name), storage
+
+
+class _VendorStorage(FileSystemStorage):
+    """One vendor file's folder, the file under its static name (which may differ from the
+    source's: plotly-cartesian.min.js is served as plotly.min.js)."""
+
+    def __init__(self, source: Path, name: str) -> None:
+        super().__init__(location=source.parent)
+        self.alias = {name: source.name}
+
+    def path(self, name: str) -> str:
+        return str(super().path(self.alias.get(name, name)))
 
 
 # Brotli's default (11) takes 16 s for plotly.min.js here, at every collection; 5 takes 0.3 s

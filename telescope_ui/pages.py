@@ -13,15 +13,18 @@ import re
 from pathlib import Path
 from typing import Any
 
+import orjson
 from django.contrib.staticfiles import finders
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
 from ingest.core.payloads import now
 from ingest.models import DeletedRun, Run
 from ingest.reads import catalog as reads
+from ingest.reads import first_screen
 from ingest.reads import timeline as timeline_reads
 from telescope_ui.api import json_response
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
@@ -73,12 +76,47 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     if run is None:
         return run_missing(request, run_id)
     view = "custom" if request.GET.get("view") == "custom" else "all"
-    # The catalog rides along with the page: the charts can be laid out without a round trip.
+    # The catalog rides along with the page: the charts can be laid out without a round trip;
+    # and in the All view the first screen's series (ingest.reads.first_screen): its charts
+    # are drawn without a series request.
+    catalog = reads.catalog(run)
+    first = None if view == "custom" else embedded_json(first_screen.first_screen(
+        run.pk, catalog["series"], points_hint(request)), "run-series")
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
-               "catalog": reads.catalog(run), "modules": METRICS_MODULES,
+               "catalog": catalog, "first_series": first, "modules": METRICS_MODULES,
                "stylesheets": METRICS_STYLESHEETS,
                "layout": layout_of(run, _dashboard(request)) if view == "custom" else None}
     return render(request, "metrics.html", context)
+
+
+# The points per trace the page asks for depend on its width (static/js/metrics.js
+# measurePoints); the page keeps its last figure in this cookie. Without it, a guess: a run of
+# fewer steps is sent whole, which any width takes as it is.
+POINTS_COOKIE = "telescope_points"
+DEFAULT_PAGE_POINTS = 800
+PAGE_POINTS = (300, 2000)  # measurePoints' bounds
+
+
+def points_hint(request: HttpRequest) -> int:
+    try:
+        points = int(request.COOKIES.get(POINTS_COOKIE, DEFAULT_PAGE_POINTS))
+    except ValueError:
+        return DEFAULT_PAGE_POINTS
+    return min(max(points, PAGE_POINTS[0]), PAGE_POINTS[1])
+
+
+# JSON inside <script>: the characters that could end the element or open a comment are
+# written as escapes (as django.utils.html.json_script does), which JSON reads back the same.
+_SCRIPT_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
+
+
+def embedded_json(data: Any, element_id: str) -> SafeString:
+    """`data` as a non-executable `<script type="application/json">` (the page's CSP allows no
+    inline script; its module reads the element's text). orjson, as the read API: the series'
+    numpy arrays serialize directly."""
+    text = orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode().translate(
+        _SCRIPT_ESCAPES)
+    return mark_safe(f'<script id="{element_id}" type="application/json">{text}</script>')
 
 
 @require_GET

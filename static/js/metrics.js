@@ -17,6 +17,7 @@ import { setConnection, showDeleted } from './runs/status.js';
 import { Scheduler, Visibility } from './core/scheduler.js';
 import { Loader, RunStore } from './charts/store.js';
 import { compileSearch } from './core/text.js';
+import { showNoMatch } from './charts/nomatch.js';
 import { AllView } from './charts/view.js';
 import { chartsToParams, pageToParams, queryString, viewFromUrl } from './charts/viewurl.js';
 
@@ -110,6 +111,7 @@ class MetricsPage {
   async start() {
     const primary = JSON.parse(document.getElementById('run-info').textContent);
     const catalog = JSON.parse(document.getElementById('run-catalog').textContent);
+    const firstSeries = document.getElementById('run-series');
     const overlay = (new URLSearchParams(location.search).get('overlay') || '').split(',')
       .map(Number).filter((n) => n > 0 && n !== primary.id);
     this.measurePoints();
@@ -117,7 +119,7 @@ class MetricsPage {
     this.live.start();
     // With runs to overlay, charts drawn before they are added would be drawn again, without
     // a first screen sooner: the page is built the usual way then.
-    await this.addRun(primary, catalog, !overlay.length);
+    await this.addRun(primary, catalog, !overlay.length, firstSeries && JSON.parse(firstSeries.textContent));
     if (!this.view.charts.size) this.plotlyNow();
     for (const id of overlay) {
       try {
@@ -157,7 +159,7 @@ class MetricsPage {
 
   // ------------------------------------------------------------ runs
 
-  async addRun(info, catalog = null, firstScreenFirst = false) {
+  async addRun(info, catalog = null, firstScreenFirst = false, embedded = null) {
     if (this.store(info.id)) return;
     const store = new RunStore(info);
     store.color = runColor(info);
@@ -166,6 +168,7 @@ class MetricsPage {
     this.runs.push(store);
     this.runbar.render();
     const added = await store.loadCatalog(catalog);
+    if (embedded) this.takeEmbedded(store, embedded);
     this.live.subscribe(store.id);
     this.follower.follow(store.id, info.status);
     if (firstScreenFirst && this.view instanceof AllView && !this.view.charts.size) {
@@ -175,6 +178,20 @@ class MetricsPage {
     }
     this.syncUrl();
     this.view.invalidateAll();
+  }
+
+  /**
+   * The first screen's series the page came with (telescope_ui/pages.py, ingest/reads/
+   * first_screen.py): each taken as a series response, when it is what this page would ask
+   * for — read at this page's points per trace, or whole (not downsampled) and within them.
+   */
+  takeEmbedded(store, { max_points: points, seq, series }) {
+    for (const [sid, payload] of Object.entries(series)) {
+      if (!store.catalog.has(sid)) continue;
+      if (points === store.maxPoints || (!payload.downsampled && payload.step.length <= store.maxPoints)) {
+        store.loaded(sid, payload, seq);
+      }
+    }
   }
 
   /**
@@ -302,6 +319,8 @@ class MetricsPage {
     const plot = (width - 10 * (cols - 1)) / cols - 16;
     this.maxPoints = Math.max(300, Math.min(2000, Math.round(2 * plot)));
     this.firstCharts = 2 * cols * Math.ceil(innerHeight / 250); // twice the cards a screen holds
+    // The server reads the first screen's series for the next visit at this figure (pages.py).
+    document.cookie = `telescope_points=${this.maxPoints}; path=/; max-age=31536000; SameSite=Lax`;
   }
 
   updateEmpty() {
@@ -319,6 +338,7 @@ class MetricsPage {
     const f = compileSearch(this.settings.search, this.settings.regex);
     this.view.setFilter(f);
     this.controls.showSearchResult(this.view.visibleCount(), f.error);
+    showNoMatch(this, this.view.visibleCount());
   }
 
   onControls(field) {
