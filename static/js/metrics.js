@@ -7,7 +7,7 @@ import { getRun } from './core/api.js';
 import { siblingKey, wantsBand } from './core/catalog.js';
 import { Controls } from './charts/controls.js';
 import { CustomView } from './custom/view.js';
-import { firstMetricsHelp, h, loadPlotly, runColor, themeColors } from './core/dom.js';
+import { firstMetricsHelp, h, runColor, themeColors } from './core/dom.js';
 import './charts/features.js';
 import { LiveClient } from './core/live.js';
 import { ChartPrefs } from './charts/prefs.js';
@@ -17,12 +17,10 @@ import { setConnection, showDeleted } from './runs/status.js';
 import { Scheduler, Visibility } from './core/scheduler.js';
 import { Loader, RunStore } from './charts/store.js';
 import { compileSearch } from './core/text.js';
-import { showNoMatch } from './charts/nomatch.js';
 import { AllView } from './charts/view.js';
 import { chartsToParams, pageToParams, queryString, viewFromUrl } from './charts/viewurl.js';
 
 const CATALOG_REFRESH_MS = 300;
-const PLOTLY_AT_LATEST_MS = 3000;
 // The first catalog entries go into the All view this many at a time until it has more charts
 // than the viewport holds (addFirstScreenFirst).
 const FIRST_SLICE = 16;
@@ -120,7 +118,6 @@ class MetricsPage {
     // With runs to overlay, charts drawn before they are added would be drawn again, without
     // a first screen sooner: the page is built the usual way then.
     await this.addRun(primary, catalog, !overlay.length, firstSeries && JSON.parse(firstSeries.textContent));
-    if (!this.view.charts.size) this.plotlyNow();
     for (const id of overlay) {
       try {
         await this.addRun(await getRun(id));
@@ -130,22 +127,17 @@ class MetricsPage {
     }
   }
 
-  /** Plotly runs once the first screen is sketched (or after a second at the latest). */
+  /**
+   * Plotly evaluates as soon as it has arrived (templates/metrics.html: an async script), in
+   * parallel with the modules' download rather than after them: loaded before this module
+   * runs, the charts are Plotly charts from their first draw; after, they are sketched (canvas)
+   * until it is there, then drawn again.
+   */
   startPlotly() {
-    const src = /** @type {HTMLLinkElement} */ (document.getElementById('plotly-src')).href;
-    let started = false;
-    const go = () => {
-      if (started) return;
-      started = true;
-      this.scheduler.onSettled = null;
-      // Let the sketches reach the screen before the long evaluation blocks the thread.
-      requestAnimationFrame(() => setTimeout(() => loadPlotly(src).then(() => this.onPlotly()), 0));
-    };
-    this.plotlyNow = go;
-    this.scheduler.onSettled = () => {
-      if ([...this.view.charts.values()].some((c) => c.canvas)) go();
-    };
-    setTimeout(go, PLOTLY_AT_LATEST_MS);
+    if (window.Plotly) return;
+    const script = document.getElementById('plotly-script');
+    script.addEventListener('load', () => this.onPlotly(), { once: true });
+    script.addEventListener('error', () => console.error('plotly.min.js did not load: the charts stay sketches'), { once: true });
   }
 
   onPlotly() {
@@ -338,7 +330,6 @@ class MetricsPage {
     const f = compileSearch(this.settings.search, this.settings.regex);
     this.view.setFilter(f);
     this.controls.showSearchResult(this.view.visibleCount(), f.error);
-    showNoMatch(this, this.view.visibleCount());
   }
 
   onControls(field) {
