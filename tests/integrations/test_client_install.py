@@ -16,15 +16,14 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devtools.live_server import ROOT, LiveServer, ServerState
+from devtools.live_server import ROOT, LiveServer
 from tests.integrations.support import Catalog, run_named
-from tests.integrations.test_trl import MISSING
+from tests.integrations.test_trl import MISSING, server  # noqa: F401 (its fixture)
 
 pytestmark = [pytest.mark.client_install, pytest.mark.timeout(600),
               pytest.mark.skipif(bool(MISSING), reason="the tiny model is built with the hf "
@@ -107,17 +106,6 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return root, env
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
-    state = ServerState(tmp_path_factory.mktemp("client-server"),
-                        os.environ.get("DATABASE_URL"), os.environ.get("REDIS_URL"))
-    token = state.token("client")
-    live = LiveServer(state).start()
-    yield live, token
-    live.stop()
-    state.drop()
-
-
 def venv_python(root: Path, env: dict[str, str], code: str, cwd: Path) -> str:
     done = subprocess.run([str(root / "bin" / "python"), "-c", code], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
@@ -129,9 +117,9 @@ def test_the_client_installs_without_node_or_the_server(
         client_venv: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     root, env = client_venv
     found = json.loads(venv_python(root, env, (
-        "import importlib.metadata as m, importlib.util as u, json, torch, trainer_hooks, trl\n"
+        "import importlib.metadata as m, importlib.util as u, json, trainer_hooks\n"
         f"print(json.dumps({{'missing': [n for n in {SERVER_ONLY!r} if u.find_spec(n) is None],"
-        " 'hooks': trainer_hooks.__file__, 'torch': torch.__version__,"
+        " 'hooks': trainer_hooks.__file__, 'torch': m.version('torch'),"
         " 'dists': sorted(d.metadata['Name'].lower() for d in m.distributions())}))"), tmp_path))
     assert found["missing"] == list(SERVER_ONLY)  # no Django, no server code
     assert "telescope-dashboard" not in found["dists"]
@@ -141,7 +129,8 @@ def test_the_client_installs_without_node_or_the_server(
 
 
 def test_the_readme_trl_example_runs_against_a_live_server(
-        client_venv: tuple[Path, dict[str, str]], server: tuple[LiveServer, str],
+        client_venv: tuple[Path, dict[str, str]],
+        server: tuple[LiveServer, str],  # noqa: F811
         tmp_path: Path) -> None:
     root, env = client_venv
     live, token = server
