@@ -230,3 +230,62 @@ def test_split_halves_gauges_through_their_frame() -> None:
     assert [d.n for d in decoded] == [5, 6]
     assert np.concatenate([d.value for d in decoded if isinstance(d, p.Gauges)]).tolist() \
         == list(range(n))
+
+
+def test_label_columns_may_come_dictionary_encoded() -> None:
+    codes = np.array([0, 1, 0], dtype=np.int64)
+    for frame in (events(name={"values": ["forward", "backward"], "codes": [0, 1, 0]},
+                         source={"values": ["inference"], "codes": [0, -1, 0]},
+                         server={"values": [3, "b"], "codes": codes}),):
+        for msg in (p.validate_message(frame), via_msgpack(frame)):
+            assert [msg.name.at(i) for i in range(3)] == ["forward", "backward", "forward"]
+            # a null source is the trainer, as in a list
+            assert [msg.source.at(i) for i in range(3)] == ["inference", "trainer", "inference"]
+            assert [msg.server.at(i) for i in range(3)] == [3, "b", 3]
+    points = p.validate_message(gauges(name={"values": ["a", "b"], "codes": [1, 0]}))
+    assert [points.name.at(i) for i in range(2)] == ["b", "a"]
+
+
+@pytest.mark.parametrize(("column", "field", "says"), [
+    ({"values": ["forward", "forward"], "codes": [0, 0, 0]}, "name.values", "distinct"),
+    ({"values": ["forward"], "codes": [0, 1, 0]}, "name.codes",
+     "name.codes[1] is 1; it must index name.values (0–0) or be -1"),
+    ({"values": ["forward"], "codes": [0, -1, 0]}, "name", "name[1] is null"),
+    ({"values": ["forward"], "codes": [0, 0]}, "start", "start has 3 values; name has 2"),
+    ({"values": ["ok", "evil\u202etxt"], "codes": [0, 1, 0]}, "name.values",
+     "name.values[1] contains a control or invisible character (U+202E)"),
+    ({"values": ["forward", ""], "codes": [0, 1, 0]}, "name.values", "name.values[1] is empty"),
+    ({"values": ["forward"], "codes": [0.0, 0.0, 0.0]}, "name.codes", "list of integers"),
+    ({"values": "forward", "codes": [0, 0, 0]}, "name.values", "must be a list"),
+    ({"values": ["forward"]}, "name", "exactly the fields 'values' and 'codes'"),
+])
+def test_bad_dictionary_encoded_labels_name_the_field(column: dict[str, Any], field: str,
+                                                     says: str) -> None:
+    exc = refused(events(name=column))
+    assert exc.field == field and says in str(exc)
+
+
+def test_what_the_client_sends_is_dictionary_encoded_and_reads_back_the_same() -> None:
+    from trainer_hooks.timeline.columns import clean_events, wire_columns
+
+    n = 64
+    rows = {"name": ["forward", "backward"] * (n // 2), "start": [100.0 + i for i in range(n)],
+            "end": [None] * n, "source": ["trainer"] * (n - 1) + ["inference"],
+            "step": [None] * n, "rank": [None] * n, "server": [None] * n, "slot": [None] * n,
+            "status": [None] * n, "tokens": [None] * n,
+            "sample_id": [None] * (n - 2) + ["s1", "s2"], "group_id": [None] * n}
+    for lists in (False, True):  # msgpack (typed codes) and JSON (lists)
+        kept, wire = wire_columns(clean_events(dict(rows), n), "events", lists_for_nulls=lists)
+        assert kept == n
+        assert wire["name"]["values"] == ["forward", "backward"]  # repeated: encoded
+        assert "values" in wire["sample_id"]  # mostly null: encoded
+        fmt = "json" if lists else "msgpack"
+        msg = p.validate_message(p.decode_frame(p.encode(
+            {"v": 1, "id": "e", "type": "events", "run": "r", **wire}, fmt), binary=not lists))
+        for name in ("name", "source", "sample_id"):
+            assert [getattr(msg, name).at(i) for i in range(n)] == rows[name]
+        halves = p.split({"v": 1, "id": "e", "type": "events", "run": "r", **wire})
+        assert halves is not None
+        back = [p.validate_message(h) for h in halves]
+        assert [b.n for b in back] == [n // 2, n // 2]
+        assert [back[1].sample_id.at(i) for i in range(n // 2)] == rows["sample_id"][n // 2:]

@@ -38,12 +38,18 @@ def of_type(client: Client, kind: str) -> list[dict[str, Any]]:
 
 
 def column(messages: list[dict[str, Any]], name: str) -> list[Any]:
-    """One column over messages, a one-for-all value repeated for its rows, NaN (a typed
-    array's null) as None."""
+    """One column over messages, a one-for-all value repeated for its rows, a
+    dictionary-encoded label column decoded, NaN (a typed array's null) as None."""
+
+    def rows(value: Any) -> Any:
+        if isinstance(value, dict):
+            return [None if c < 0 else value["values"][c] for c in list(value["codes"])]
+        return value
+
     out: list[Any] = []
     for m in messages:
-        n = max((len(v) for v in m.values() if isinstance(v, list)), default=1)
-        value = m.get(name)
+        n = max((len(v) for v in map(rows, m.values()) if isinstance(v, list)), default=1)
+        value = rows(m.get(name))
         out.extend(value if isinstance(value, list) else [value] * n)
     return [None if isinstance(v, float) and v != v else v for v in out]
 

@@ -311,7 +311,7 @@ def wire_columns(cleaned: Cleaned, kind: str, *, lists_for_nulls: bool
             column = _number_column(value, lists_for_nulls)
         else:
             value = value if all_kept else list(itertools.compress(value, keep))
-            column = _label_column(value)
+            column = _label_column(value, lists_for_nulls)
         if column is not None:
             out[name] = column
     return n, out
@@ -333,19 +333,39 @@ def _number_column(arr: np.ndarray, lists_for_nulls: bool) -> Any:
     return np.where(null, np.nan, arr.astype(np.float64))
 
 
-def _label_column(values: list[Any]) -> Any:
+def _label_column(values: list[Any], lists: bool) -> Any:
+    """One value for all; or, when the labels repeat (at most one distinct label per
+    ENCODE_RATIO rows: names, sources, servers) or some rows have none (ids of generations
+    among other events), dictionary-encoded — the distinct labels and a code per row (an int64
+    typed array, a list for JSON; -1 for none); otherwise the list."""
     distinct = dict.fromkeys(values)
     if len(distinct) == 1:
         return next(iter(distinct))  # one for all (None: absent)
-    return values
+    if len(distinct) * ENCODE_RATIO > len(values) and None not in distinct:
+        return values
+    position = dict(zip(distinct, range(len(distinct)), strict=True))
+    labels = list(distinct)
+    if None in position:
+        del labels[position[None]]
+        position = dict(zip(labels, range(len(labels)), strict=True))
+        position[None] = -1
+    codes = np.fromiter(map(position.__getitem__, values), dtype=np.int64, count=len(values))
+    return {"values": labels, "codes": codes.tolist() if lists else codes}
+
+
+ENCODE_RATIO = 4
 
 
 def pieces(columns: dict[str, Any], n: int, limit: int) -> list[dict[str, Any]]:
     """The columns cut into pieces of at most `limit` rows (one value for all stays whole)."""
     if n <= limit:
         return [columns]
-    out = []
-    for lo in range(0, n, limit):
-        out.append({name: value[lo:lo + limit] if isinstance(value, (list, np.ndarray))
-                    else value for name, value in columns.items()})
-    return out
+    def cut(value: Any, lo: int) -> Any:
+        if isinstance(value, (list, np.ndarray)):
+            return value[lo:lo + limit]
+        if isinstance(value, dict):  # dictionary-encoded: its codes (the values as they are)
+            return {"values": value["values"], "codes": value["codes"][lo:lo + limit]}
+        return value
+
+    return [{name: cut(value, lo) for name, value in columns.items()}
+            for lo in range(0, n, limit)]

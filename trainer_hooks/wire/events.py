@@ -9,6 +9,11 @@ below name every column and its kind; the sender builds its messages from them
 (`source="inference"`, `rank=0`). N is the length of the list columns (all alike); a message of
 scalars only is one row.
 
+**Dictionary-encoded labels.** A label column may also be `{"values": [distinct labels],
+"codes": [an index into values per row, -1 = null]}`, codes a list or an integer typed array:
+what the sender already knows (its distinct labels) is not spelt out per row, and the server
+checks each value once and the codes with numpy.
+
 **Validation.** `validate_events` and `validate_gauges` decode a message straight into numpy:
 times as float64, integer columns as int64 with -1 for null, label columns as `Labels`
 (distinct values and int32 codes, found with one `dict.fromkeys` in C; each distinct value is
@@ -133,6 +138,8 @@ def _row_count(obj: dict[str, Any], columns: tuple[str, ...]) -> int:
     n = 1
     for name in columns:
         value = obj.get(name)
+        if isinstance(value, dict):  # a dictionary-encoded label column: its codes
+            value = value.get("codes")
         if not _is_column(value):
             continue
         if first is None:
@@ -280,6 +287,8 @@ def _labels(obj: dict[str, Any], name: str, n: int, *, required: bool = False,
             return Labels([default], np.zeros(n, dtype=np.int32))
         return Labels([], np.full(n, -1, dtype=np.int32))
     ints = name in _INT_LABELS
+    if isinstance(value, dict):
+        return _encoded_labels(value, name, n, ints, required=required, default=default)
     if is_array(value):
         if not ints or value.dtype.kind != "i":
             raise ProtocolError("wrong_type", name, f"{name} must hold strings"
@@ -309,36 +318,91 @@ def _labels(obj: dict[str, Any], name: str, n: int, *, required: bool = False,
     return Labels(values, codes)
 
 
+def _encoded_labels(value: dict[str, Any], name: str, n: int, ints: bool, *, required: bool,
+                    default: str | None) -> Labels:
+    """A label column sent dictionary-encoded, `{"values": [distinct labels], "codes": [one
+    index per row, -1 = null]}` (codes a list or an integer typed array): each value is checked
+    once and the codes with numpy, nothing per row in Python."""
+    if set(value) != {"values", "codes"}:
+        raise ProtocolError("wrong_type", name, f"{name} as an object must have exactly the "
+                            "fields 'values' and 'codes'")
+    values, raw = value["values"], value["codes"]
+    if not isinstance(values, list):
+        raise ProtocolError("wrong_type", f"{name}.values", f"{name}.values must be a list")
+    _check_labels(values, name, ints, required=True, scalar=False, rows=values,
+                  field=f"{name}.values")
+    if len(dict.fromkeys(values)) != len(values):
+        raise ProtocolError("invalid", f"{name}.values", f"{name}.values must be distinct")
+    if is_array(raw):
+        if raw.dtype.kind != "i":
+            raise ProtocolError("wrong_type", f"{name}.codes", f"{name}.codes must hold "
+                                "integers")
+        codes = raw
+    elif isinstance(raw, list) and set(map(type, raw)) <= {int}:
+        try:
+            codes = np.array(raw, dtype=np.int64)
+        except OverflowError:
+            raise ProtocolError("invalid", f"{name}.codes", f"{name}.codes holds an integer "
+                                "out of range") from None
+    else:
+        raise ProtocolError("wrong_type", f"{name}.codes", f"{name}.codes must be a list of "
+                            "integers")
+    if len(codes) != n:
+        raise ProtocolError("length_mismatch", f"{name}.codes", f"{name}.codes has "
+                            f"{len(codes)} values; the message has {n} rows")
+    bad = np.flatnonzero((codes < -1) | (codes >= len(values)))
+    if bad.size:
+        i = int(bad[0])
+        raise ProtocolError("invalid", f"{name}.codes", f"{name}.codes[{i}] is {codes[i]}; "
+                            f"it must index {name}.values (0–{len(values) - 1}) or be -1 "
+                            "(null)")
+    out = codes.astype(np.int32)
+    null = out < 0
+    if null.any():
+        if required:
+            i = int(np.flatnonzero(null)[0])
+            raise ProtocolError("missing_field", name, f"{name}[{i}] is null; every row needs "
+                                "one")
+        if default is not None:
+            values = list(values)
+            if default not in values:
+                values.append(default)
+            out[null] = values.index(default)
+    return Labels(list(values), out)
+
+
 def _check_labels(distinct: list[Any], name: str, ints: bool, *, required: bool,
-                  scalar: bool, rows: list[Any] | None = None) -> None:
+                  scalar: bool, rows: list[Any] | None = None, field: str | None = None
+                  ) -> None:
     """Each distinct label: a string (or an int where `ints`), not empty (ids may be),
     at most the column's limit, nothing `deceptive`. Errors name the first row holding the
-    bad value."""
+    bad value (in `field`, the column's name unless given)."""
+    field = field or name
     allowed = _INT_LABEL_TYPES if ints else _LABEL_TYPES
     kinds = set(map(type, distinct))
     what = "a string" + (" or an integer" if ints else "")
     if not kinds <= allowed or (required and type(None) in kinds):
         bad = next(v for v in distinct if type(v) not in allowed or v is None)
-        raise ProtocolError("wrong_type", name, f"{_where(name, rows, bad, scalar)} must be "
+        raise ProtocolError("wrong_type", field, f"{_where(field, rows, bad, scalar)} must be "
                             f"{what}, not {type(bad).__name__}")
     strings = [v for v in distinct if type(v) is str] if int in kinds else distinct
     limit = _MAX_CHARS.get(name, MAX_KEY_CHARS)
     if strings and max(map(len, strings)) > limit:
         bad = next(v for v in strings if len(v) > limit)
-        raise ProtocolError("invalid", name, f"{_where(name, rows, bad, scalar)} is {len(bad)} "
+        raise ProtocolError("invalid", field, f"{_where(field, rows, bad, scalar)} is {len(bad)} "
                             f"characters; the limit is {limit}")
     if name not in _EMPTY_ALLOWED and "" in strings:
-        raise ProtocolError("invalid", name, f"{_where(name, rows, '', scalar)} is empty")
+        raise ProtocolError("invalid", field, f"{_where(field, rows, '', scalar)} is empty")
     if deceptive("".join(strings)) is not None:  # one pass in C over every distinct value
         bad = next(v for v in strings if deceptive(v) is not None)
         char = deceptive(bad)
         assert char is not None
-        raise ProtocolError("invalid", name, f"{_where(name, rows, bad, scalar)} contains a "
+        raise ProtocolError("invalid", field, f"{_where(field, rows, bad, scalar)} contains a "
                             f"control or invisible character ({shown(char)})")
     if int in kinds:
         big = [v for v in distinct if type(v) is int and not -(2**63) <= v < 2**63]
         if big:
-            raise ProtocolError("invalid", name, f"{_where(name, rows, big[0], scalar)} is an "
+            raise ProtocolError("invalid", field, f"{_where(field, rows, big[0], scalar)} is an "
                                 "integer out of range")
 
 

@@ -281,8 +281,9 @@ def encode(message: dict[str, Any], fmt: str, *, pack_text: bool = True) -> byte
     """The bytes of one frame: `fmt` "json" (a text frame; numpy arrays become lists, NaN and
     ±Inf null) or "msgpack" (a binary frame; number arrays as typed arrays, see
     `trainer_hooks.wire.arrays`; text columns packed and compressed, `trainer_hooks.wire.texts`).
-    msgpack is packed field by field (and metric by metric), so a big batch never holds the GIL
-    for one long C call while the training thread waits (zstd runs without it). `pack_text`
+    msgpack is packed field by field (a map field, such as `metrics`, item by item), so a big
+    batch never holds the GIL for one long C call while the training thread waits (zstd runs
+    without it). `pack_text`
     False: text columns as lists of strings (for a server older than packed text)."""
     if fmt == "json":
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
@@ -292,7 +293,7 @@ def encode(message: dict[str, Any], fmt: str, *, pack_text: bool = True) -> byte
         parts.append(packer.pack(key))
         if pack_text and key in TEXT_COLUMNS and isinstance(value, list):
             parts.append(packer.pack(msgpack.ExtType(texts.TEXT, texts.pack(value))))
-        elif isinstance(value, dict) and key == "metrics":
+        elif isinstance(value, dict):  # `metrics`, a dictionary-encoded label column, ...
             parts.append(packer.pack_map_header(len(value)))
             for name, column in value.items():
                 parts.append(packer.pack(name))
@@ -351,7 +352,7 @@ def split(message: dict[str, Any]) -> list[dict[str, Any]] | None:
     elif kind in COLUMNS_OF:
         columns = COLUMNS_OF[str(kind)]
         lengths = [len(v) for name in columns
-                   if isinstance(v := message.get(name), list) or arrays.is_array(v)]
+                   if isinstance(v := _rows_of(message.get(name)), list) or arrays.is_array(v)]
         if not lengths or lengths[0] < 2:
             return None
         halves = _halve_rows(message, columns, lengths[0] // 2)
@@ -376,4 +377,13 @@ def _halve_rows(message: dict[str, Any], columns: tuple[str, ...], h: int
         value = message.get(name)
         if isinstance(value, list) or arrays.is_array(value):
             halves[0][name], halves[1][name] = value[:h], value[h:]
+        elif isinstance(value, dict) and "codes" in value:  # dictionary-encoded labels
+            codes = value["codes"]
+            halves[0][name] = {**value, "codes": codes[:h]}
+            halves[1][name] = {**value, "codes": codes[h:]}
     return halves
+
+
+def _rows_of(value: Any) -> Any:
+    """A column's per-row part: a dictionary-encoded label column's codes."""
+    return value.get("codes") if isinstance(value, dict) else value
