@@ -17,6 +17,7 @@ import { setConnection, showDeleted } from './runs/status.js';
 import { Scheduler, Visibility } from './core/scheduler.js';
 import { Loader, RunStore } from './charts/store.js';
 import { compileSearch } from './core/text.js';
+import { showNoMatch } from './charts/nomatch.js';
 import { AllView } from './charts/view.js';
 import { chartsToParams, pageToParams, queryString, viewFromUrl } from './charts/viewurl.js';
 
@@ -330,6 +331,7 @@ class MetricsPage {
     const f = compileSearch(this.settings.search, this.settings.regex);
     this.view.setFilter(f);
     this.controls.showSearchResult(this.view.visibleCount(), f.error);
+    showNoMatch(this, this.view.visibleCount());
   }
 
   onControls(field) {

@@ -1,7 +1,7 @@
 """The distribution heatmap in Chromium: one click from the reward chart opens
-a heatmap of the server's counts (steps × value bins) below the plot, its environment picker
-re-reads it, a second click or Escape closes it, it follows the theme, and charts without a
-distribution (a trainer key) have no such button."""
+a heatmap of the server's counts (steps × value bins) in a dialog of its own, its environment
+picker re-reads it, its close button or Escape closes it, it follows the theme, and charts
+without a distribution (a trainer key) have no such button."""
 
 from __future__ import annotations
 
@@ -43,8 +43,9 @@ def card(pg, sid: str):
 
 
 def heatmap(pg, sid: str, predicate: str = "true") -> dict[str, Any]:
-    """The drawn heatmap of the card of `sid`, once `predicate` (JS over `h`) holds."""
-    handle = card(pg, sid).element_handle()
+    """The drawn heatmap opened from the card of `sid` (a dialog of the page), once
+    `predicate` (JS over `h`) holds."""
+    handle = pg.locator("body").element_handle()
     pg.wait_for_function(
         f"card => {{ const h = ({HEATMAP})(card); return !!(h && ({predicate})); }}",
         arg=handle, timeout=20_000)
@@ -77,8 +78,8 @@ def test_the_reward_chart_opens_its_distribution(page, dashboard):
     assert h["meta"]["role"] == "distribution" and h["meta"]["run"] == run_id
     assert h["text"].startswith("step 0<br>reward ")
     assert button.get_attribute("aria-expanded") == "true"
-    panel = reward.locator("[data-heatmap]")
-    assert panel.evaluate("el => el.previousElementSibling.classList.contains('plot')")
+    panel = page.locator("[data-heatmap]")
+    assert panel.evaluate("el => el.tagName === 'DIALOG' && el.open")
     assert "Distribution of reward" in panel.locator(".heatmap-title").text_content()
 
     # One environment: its own counts, read again from the server.
@@ -91,22 +92,22 @@ def test_the_reward_chart_opens_its_distribution(page, dashboard):
     picker.select_option("")
     assert total(heatmap(page, MEAN, "h.meta.env === null")) == kept_finite(msgs)
 
-    # It follows the theme; a second click closes it, and so does Escape.
+    # It follows the theme; its close button closes it, and so does Escape.
     ARTIFACTS.mkdir(exist_ok=True)
-    reward.screenshot(path=str(ARTIFACTS / "distribution-heatmap-light.png"))
+    panel.screenshot(path=str(ARTIFACTS / "distribution-heatmap-light.png"))
     low = h["colorscale"][0][1]
     page.emulate_media(color_scheme="dark")
     h = heatmap(page, MEAN, f"h.colorscale[0][1] !== '{low}'")
     assert total(h) == kept_finite(msgs)
-    reward.screenshot(path=str(ARTIFACTS / "distribution-heatmap-dark.png"))
-    button.click()
-    assert reward.locator("[data-heatmap]").count() == 0
+    panel.screenshot(path=str(ARTIFACTS / "distribution-heatmap-dark.png"))
+    panel.get_by_role("button", name="Close the distribution of reward").click()
+    assert page.locator("[data-heatmap]").count() == 0
     assert button.get_attribute("aria-expanded") == "false"
+    assert button.evaluate("b => document.activeElement === b")  # back to its button
     button.click()
     heatmap(page, MEAN)
     page.keyboard.press("Escape")
-    page.wait_for_function("card => !card.querySelector('[data-heatmap]')",
-                           arg=reward.element_handle())
+    page.wait_for_function("() => !document.querySelector('[data-heatmap]')")
     assert button.get_attribute("aria-expanded") == "false"
 
 

@@ -51,12 +51,13 @@ def test_a_range_change_shows_the_backlog_until_it_is_worked_off(page, dashboard
                                         "reward_max": 1.0}]})
     finally:
         trainer.close()
-    page.wait_for_function("window.__progress.some(t => t.includes('left'))", timeout=20_000)
+    page.wait_for_function("window.__progress.some(t => t.includes('to aggregate'))",
+                           timeout=20_000)
     page.wait_for_function("window.__progress.at(-1) === ''", timeout=30_000)
     shown = [t for t in page.evaluate("window.__progress") if t]
     assert shown, "the badge never showed"
     for text in shown:
-        assert text.startswith("updating aggregates · ") and text.endswith(" steps left"), text
+        assert text.startswith("catching up · ") and text.endswith(" steps to aggregate"), text
         left = int(text.split("· ")[1].split(" ")[0].replace(",", ""))
         assert 0 < left < STEPS
     assert page.is_hidden(".run-chip .badge.progress")

@@ -1,11 +1,12 @@
 // @ts-check
 // The distribution heatmap of a reward, sample-metric or completion-length chart: how
 // values spread at each step, which a mean line hides. Registers its chart add-on
-// (charts/addons.js): a "Distribution" button in the chart's header
-// opens a panel below its plot with the first run's values over steps — step buckets × value
-// bins, counted by the server from the raw samples (GET /api/runs/<id>/distribution) — and an
-// environment picker when the run has several. A second click or Escape closes it. The pure
-// parts (which charts have one, the figure, labels, colours) are exported for node tests.
+// (charts/addons.js): a "Distribution" button in the chart's header opens the Distribution
+// view, a wide dialog of its own that can fill the screen, with the first run's values over
+// steps — step buckets × value bins, counted by the server from the raw samples
+// (GET /api/runs/<id>/distribution) — and an environment picker when the run has several.
+// Its × or Escape closes it. The pure parts (which charts have one, the figure, labels,
+// colours) are exported for node tests.
 
 import { registerAddon } from './addons.js';
 import { getDistribution } from '../core/api.js';
@@ -18,6 +19,7 @@ const VALUE_STATS = new Set(['mean', 'std', 'min', 'max']);
 const PLOT_CONFIG = { displayModeBar: false, responsive: true };
 const REFRESH_MS = 10000; // an open panel follows new steps at most this often
 const PLOTLY_POLL_MS = 100;
+let TITLES = 0; // ids of the dialogs' titles
 
 /**
  * The distribution a chart can show, {kind, key}, or null: the reward, any sample metric and
@@ -162,22 +164,30 @@ function whenPlotly() {
   });
 }
 
-/** The panel of one chart card: opened by its button, closed by it or by Escape. */
+/**
+ * The Distribution view of one chart card: a wide dialog of its own (modal, over the page, so
+ * the card's row keeps its size), with the title whole, an environment picker, a fullscreen
+ * button (the plot then fills the screen) and a close button; Escape closes it too, and the
+ * focus returns to the card's button.
+ */
 class DistributionPanel {
   constructor(chart, button) {
     this.chart = chart;
     this.button = button;
     this.body = null;
     this.requests = 0;
-    this.onKey = (ev) => {
-      if (ev.key !== 'Escape' || ev.target.closest?.('.chart-settings')) return;
-      this.close();
-      this.button.focus();
+    this.el = null;
+    this.onFullscreen = () => {
+      if (!this.el) return;
+      const full = document.fullscreenElement === this.view;
+      this.fullButton.setAttribute('aria-pressed', String(full));
+      this.fullButton.textContent = full ? 'Exit fullscreen' : 'Fullscreen';
+      this.resize();
     };
   }
 
   get open() {
-    return Boolean(this.el);
+    return Boolean(this.el?.open);
   }
 
   toggle() {
@@ -193,34 +203,58 @@ class DistributionPanel {
     this.store = store;
     this.env = initialEnv(this.chart.entry, this.chart.settings);
     const label = `distribution of ${what.key}`;
-    this.title = h('span', { class: 'heatmap-title' });
+    this.title = h('h2', { class: 'heatmap-title', id: `heatmap-title-${++TITLES}` });
     this.picker = h('select', { 'aria-label': `Environment of the ${label}`, hidden: true,
       onchange: () => { this.env = this.picker.value || null; this.load(); } });
     this.note = h('p', { class: 'heatmap-note', role: 'status' }, 'Loading\u2026');
     this.plot = h('div', { class: 'heatmap-plot', dataset: { heatmapPlot: '' }, hidden: true });
-    this.el = h('section', { class: 'heatmap-panel', tabindex: '-1', dataset: { heatmap: what.key }, 'aria-label': `The ${label}` },
-      h('div', { class: 'heatmap-head' }, this.title, this.picker,
-        h('button', { type: 'button', class: 'tool', 'aria-label': `Close the ${label}`, title: 'Close',
-          onclick: () => { this.close(); this.button.focus(); } }, '\u00d7')),
+    this.fullButton = h('button', { type: 'button', class: 'tool', 'aria-pressed': 'false', title: 'Fill the screen',
+      onclick: () => this.fullscreen() }, 'Fullscreen');
+    // What fills the screen: the dialog's content (a <dialog> itself cannot be fullscreen).
+    this.view = h('div', { class: 'heatmap-view' },
+      h('div', { class: 'heatmap-head' }, this.title, this.picker, this.fullButton,
+        h('button', { type: 'button', class: 'tool heatmap-close', 'aria-label': `Close the ${label}`, title: 'Close (Escape)',
+          onclick: () => this.close() }, '\u00d7')),
       this.note, this.plot);
+    this.el = h('dialog', { class: 'heatmap-panel heatmap-dialog', dataset: { heatmap: what.key }, 'aria-labelledby': this.title.id },
+      this.view);
+    this.el.addEventListener('close', () => this.closed());
+    this.view.addEventListener('fullscreenchange', this.onFullscreen);
     this.setTitle();
-    this.chart.plot.after(this.el);
-    this.chart.el.addEventListener('keydown', this.onKey);
+    // In the chart's fullscreen card when it is one (only it is drawn then), else the page.
+    (document.fullscreenElement === this.chart.el ? this.chart.el : document.body).append(this.el);
+    this.el.showModal();
     this.button.setAttribute('aria-expanded', 'true');
-    // Focus inside the card whatever the browser does on a click, so Escape reaches it.
-    this.el.focus({ preventScroll: true });
-    this.reveal = true; // scrolled into view once drawn
     this.load();
   }
 
+  /** Fill the screen with the dialog (again: back to its size on the page). */
+  fullscreen() {
+    if (document.fullscreenElement === this.view) document.exitFullscreen();
+    else this.view.requestFullscreen?.();
+  }
+
+  resize() {
+    if (window.Plotly && this.body?.total && !this.plot.hidden) window.Plotly.Plots.resize(this.plot);
+  }
+
   close() {
+    if (document.fullscreenElement === this.view) document.exitFullscreen().catch(() => {});
+    if (this.el?.open) this.el.close(); // then `closed`
+    else this.closed();
+  }
+
+  /** The dialog closed (its button, Escape): drop it and what it drew. */
+  closed() {
+    if (!this.el) return;
     this.requests++; // a response still on its way is dropped
     if (this.plot && window.Plotly) window.Plotly.purge(this.plot);
-    this.el?.remove();
+    this.view.removeEventListener('fullscreenchange', this.onFullscreen);
+    this.el.remove();
     this.el = null;
     this.body = null;
-    this.chart.el.removeEventListener('keydown', this.onKey);
     this.button.setAttribute('aria-expanded', 'false');
+    this.button.focus({ preventScroll: true });
   }
 
   setTitle() {
@@ -270,8 +304,6 @@ class DistributionPanel {
     const fig = buildHeatmapFigure(body, this.theme, { runId: this.store.id, name: this.store.info?.name ?? null });
     this.plot.hidden = false;
     Plotly.react(this.plot, fig.data, fig.layout, PLOT_CONFIG);
-    if (this.reveal) this.el.scrollIntoView({ block: 'nearest' });
-    this.reveal = false;
   }
 
   /** The card drew: follow a theme change at once, and new steps now and then. */

@@ -10,7 +10,7 @@ import { Chart } from '../charts/chart.js';
 import { buildPlotFigure, seriesColor, seriesDash } from './figure.js';
 import { plotTitle, seriesName } from './tree.js';
 import { download, h } from '../core/dom.js';
-import { LIMITS } from './layout.js';
+import { LIMITS, parseId } from './layout.js';
 import { normalizes } from '../charts/normalized.js';
 import { safeFilename, toCSV } from '../core/text.js';
 
@@ -107,11 +107,11 @@ export class Plot extends Chart {
     const sig = JSON.stringify([series, drawn, many, [...(this.sides ?? [])], this.page.runs[0]?.color]);
     if (sig === this.listSig) return;
     this.listSig = sig;
-    this.seriesList.hidden = series.length < 2;
+    const chips = seriesChips(series, drawn);
+    this.seriesList.hidden = chips.length < 2;
     this.seriesList.setAttribute('aria-label', `Series of ${plotTitle(this.node)}`);
-    this.seriesList.replaceChildren(...series.map((s) => {
+    this.seriesList.replaceChildren(...chips.map(({ series: s, name, tip }) => {
       const i = drawn.indexOf(s.id);
-      const name = seriesName(s.id);
       const side = this.sides?.get(s.id);
       const key = i < 0 ? null : many
         ? h('span', { class: `series-dash dash-${seriesDash(i)}`, 'aria-hidden': 'true' })
@@ -122,7 +122,7 @@ export class Plot extends Chart {
         onclick: () => this.actions.setAxis(s.id, AXIS_NEXT[s.axis]) },
       s.axis === 'auto' ? `${side === 'right' ? 'R' : 'L'} auto` : s.axis === 'left' ? 'L' : 'R') : null;
       return h('li', { class: i < 0 ? 'missing' : null, dataset: { series: s.id, axis: s.axis, side: side ?? '' } },
-        key, h('span', { class: 'series-name', title: i < 0 ? `${s.id}: not in the runs shown` : s.id }, name), axis,
+        key, h('span', { class: 'series-name', title: tip }, name), axis,
         h('button', { type: 'button', class: 'tool', title: 'Remove from the plot',
           'aria-label': `Remove ${name} from the plot`, onclick: () => this.actions.removeSeries(s.id) }, '×'));
     }));
@@ -190,4 +190,41 @@ export function nameCard(card, node) {
   const title = card.querySelector('.chart-title');
   title.textContent = plotTitle(node);
   title.title = node.series.map((s) => s.id).join('\n');
+}
+
+/** A series id's metric in words for a tooltip: its key (and statistic, environment). */
+function seriesKey(sid) {
+  const [kind, key, stat, env] = parseId(sid);
+  const stated = stat && stat !== key && kind !== 'step' ? `${key} ${stat}` : key || sid;
+  return env ? `${stated} [${env}]` : stated;
+}
+
+/**
+ * The series list's chips of a plot, one per name: a template lists the keys trainers log a
+ * figure under (`entropy`, `train/entropy`), which share the registry's title; a key the runs
+ * do not log is left out when a key of the same name is drawn, and keys of one name that are
+ * all missing make one chip. Two drawn series of one name are told apart by their keys.
+ * Tooltips say in words what a chip draws or that the runs shown do not log it.
+ */
+export function seriesChips(series, drawn) {
+  const named = new Map(); // name -> [series]
+  for (const s of series) {
+    const name = seriesName(s.id);
+    if (!named.has(name)) named.set(name, []);
+    named.get(name).push(s);
+  }
+  const chips = [];
+  for (const [name, all] of named) {
+    const present = all.filter((s) => drawn.includes(s.id));
+    if (!present.length) {
+      const keys = all.map((s) => seriesKey(s.id)).join(', ');
+      chips.push({ series: all[0], name, tip: `${name} (${keys}): not logged by the runs shown` });
+      continue;
+    }
+    for (const s of present) {
+      const key = seriesKey(s.id);
+      chips.push({ series: s, name: present.length > 1 ? `${name} (${key})` : name, tip: key });
+    }
+  }
+  return chips;
 }

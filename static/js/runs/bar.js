@@ -2,9 +2,23 @@
 // The run bar of the Metrics page: the runs drawn (primary first, then overlays), each with its
 // colour (editable, saved on the server), status and last step; add or remove overlays.
 
+import { colorChoices, colorsInUse, guardColor } from './colors.js';
 import { listRuns, setRunColor } from '../core/api.js';
 import { h } from '../core/dom.js';
 import { setStatusBadge } from './status.js';
+
+/**
+ * When the aggregation backlog is real: more than `steps` steps waiting for `ms` or longer, or
+ * `large` steps at once (a range change re-aggregating the run). A healthy live run's newest
+ * step or two, aggregated within a pass, is none.
+ */
+export const BACKLOG = { steps: 5, ms: 3000, large: 100 };
+
+/** Whether to show a backlog of `pending` steps, over BACKLOG.steps since `since` (or null). */
+export function backlogShown(pending, since, now) {
+  if (!(pending > BACKLOG.steps)) return false;
+  return pending >= BACKLOG.large || (since !== null && since !== undefined && now - since >= BACKLOG.ms);
+}
 
 export class RunBar {
   /**
@@ -69,32 +83,65 @@ export class RunBar {
     if (!parts) return;
     setStatusBadge(parts.status, info.status); // the API's names, as the run list and overview say
     parts.step.textContent = info.last_step === null || info.last_step === undefined ? 'no steps' : `step ${info.last_step}`;
-    parts.progress.hidden = !(info.pending_steps > 0);
-    parts.progress.textContent = progressText(info.pending_steps);
+    this.showBacklog(store, info.pending_steps);
     if (document.activeElement !== parts.color) parts.color.value = store.color;
+  }
+
+  /**
+   * The backlog chip: shown only for a real backlog (backlogShown), not the step or two a live
+   * run's newest steps wait for their aggregation; re-checked when one may become real.
+   */
+  showBacklog(store, pending, now = Date.now()) {
+    const parts = store.chipParts;
+    if (!parts) return;
+    store.backlogSince = pending > BACKLOG.steps ? store.backlogSince ?? now : null;
+    const shown = backlogShown(pending, store.backlogSince, now);
+    parts.progress.hidden = !shown;
+    parts.progress.textContent = shown ? progressText(pending) : '';
+    clearTimeout(store.backlogTimer);
+    if (!shown && store.backlogSince !== null) {
+      store.backlogTimer = setTimeout(() => this.showBacklog(store, store.info.pending_steps ?? 0),
+        store.backlogSince + BACKLOG.ms - now + 50);
+    }
   }
 
   chip(store, primary) {
     const info = store.info;
     const color = h('input', { type: 'color', value: store.color, class: 'swatch', 'aria-label': `Colour of run ${info.name}` });
-    color.addEventListener('input', () => this.page.recolor(store.id, color.value, false));
-    color.addEventListener('change', async () => {
-      try {
-        const saved = await setRunColor(store.id, color.value);
-        this.page.recolor(store.id, saved.color, true);
-      } catch (err) {
-        console.warn('colour not saved', err);
-      }
+    const { list, offer } = colorChoices(color);
+    const clash = h('span', { class: 'color-clash', role: 'alert', hidden: true });
+    let before = store.color; // the saved colour, while the picker previews others
+    const siblings = () => listRuns(store.info.project).catch(() => []);
+    color.addEventListener('focus', async () => {
+      before = store.color;
+      offer(colorsInUse(await siblings(), store.info.project, store.id));
     });
+    color.addEventListener('input', () => this.page.recolor(store.id, color.value, false));
+    color.addEventListener('change', async () => guardColor({ color: color.value, run: store.info, runs: await siblings(), slot: clash,
+      revert: () => {
+        this.page.recolor(store.id, before, false);
+        color.value = before;
+      },
+      save: async (c) => {
+        try {
+          const saved = await setRunColor(store.id, c);
+          before = saved.color;
+          this.page.recolor(store.id, saved.color, true);
+          color.value = saved.color;
+        } catch (err) {
+          console.warn('colour not saved', err);
+        }
+      } }));
     const status = h('span', { class: 'badge' });
     const step = h('span', { class: 'muted step' });
     // Steps re-aggregating after a range change: the charts are catching up.
-    const progress = h('span', { class: 'badge progress', role: 'status', hidden: true });
+    const progress = h('span', { class: 'badge progress', role: 'status', hidden: true,
+      title: 'The server is aggregating steps (new ones, or all of them after a range change); the charts fill in as it goes.' });
     store.chipParts = { status, step, progress, color };
     const name = primary ? h('strong', {}, info.name) : h('a', { href: `/runs/${info.id}/metrics` }, info.name);
     const remove = primary ? null : h('button', { type: 'button', class: 'tool', 'aria-label': `Remove overlay ${info.name}`,
       onclick: () => this.page.removeRun(store.id) }, '×');
-    return h('li', { class: 'run-chip', dataset: { runId: String(info.id) } }, color, h('span', { class: 'muted' }, `${info.project} /`), name, status, step, progress, remove);
+    return h('li', { class: 'run-chip', dataset: { runId: String(info.id) } }, color, list, h('span', { class: 'muted' }, `${info.project} /`), name, status, step, progress, remove, clash);
   }
 
   setStatus(text) {
@@ -105,5 +152,5 @@ export class RunBar {
 /** The chip text for a run with `pending` steps waiting for (re-)aggregation. */
 export function progressText(pending) {
   if (!(pending > 0)) return '';
-  return `updating aggregates · ${pending.toLocaleString('en-US')} step${pending === 1 ? '' : 's'} left`;
+  return `catching up · ${pending.toLocaleString('en-US')} step${pending === 1 ? '' : 's'} to aggregate`;
 }
