@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import time
 import urllib.request
 import zipfile
@@ -74,20 +75,31 @@ def client_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The server's, built from a copy of the checkout: setuptools leaves build/ where it
+def server_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the checkout to build the server from: setuptools leaves build/ where it
     builds, and a stale build/ would ship files the checkout no longer has."""
-    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
+    src = tmp_path_factory.mktemp("src")
     shutil.copy(ROOT / "pyproject.toml", src)
     for folder in (*SERVER_ROOTS, *CLIENT_ROOTS, *DEV_ONLY, "static", "templates",
                    "node_modules/sortablejs", "node_modules/plotly.js-cartesian-dist-min"):
         shutil.copytree(ROOT / folder, src / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
-                    "--no-build-isolation", "-q", "-w", str(out)], check=True, timeout=300,
-                   capture_output=True)
-    [built] = out.glob("telescope_dashboard-*.whl")
-    return built
+    return src
+
+
+def build_server_wheel(source: Path, out: Path) -> Path:
+    """The server's wheel from `source`, a directory or an sdist, with this venv's setuptools."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps",
+                            "--no-build-isolation", "-q", "-w", str(out)], timeout=300,
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = out.glob("telescope_dashboard-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(server_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_server_wheel(server_src, tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +190,23 @@ def test_the_client_wheel_holds_trainer_hooks_alone(client_wheel: Path) -> None:
     files = {p.relative_to(ROOT).as_posix() for root in CLIENT_ROOTS
              for p in (ROOT / root).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert tracked <= files and shipped == files
+
+
+def test_a_wheel_built_from_the_server_sdist_needs_no_node(server_src: Path,
+                                                          tmp_path: Path) -> None:
+    """The sdist carries the front-end libraries the wheel's build step takes from
+    node_modules/ (npm ci), so a wheel built from the sdist alone holds them too."""
+    made = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta;"
+                           " build_meta.build_sdist(sys.argv[1])", str(tmp_path / "sdist")],
+                          cwd=server_src, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    [sdist] = (tmp_path / "sdist").glob("telescope_dashboard-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        tops = {Path(n).parts[1] for n in archive.getnames() if len(Path(n).parts) > 1}
+    assert not tops & {*CLIENT_ROOTS, *DEV_ONLY}, tops  # the client's code is its own sdist's
+    names = set(zipfile.ZipFile(build_server_wheel(sdist, tmp_path / "dist")).namelist())
+    assert {"telescope_ui/vendor/sortablejs/sortable.esm.js",
+            "telescope_ui/vendor/plotly/plotly.min.js"} <= names
 
 
 def test_the_server_requires_its_dependencies_and_the_client_at_its_version(
