@@ -115,7 +115,7 @@ def test_data_quality_is_collapsed_and_flags_a_non_zero_counter(page, dashboard)
     flag = section.locator("[data-quality-flag]")
     flag.wait_for(state="visible", timeout=15_000)
     assert "not zero" in flag.text_content()
-    assert "reward outside_count" in flag.get_attribute("title")
+    assert "Reward · outside the declared range" in flag.get_attribute("title")
     assert toggle.get_attribute("aria-expanded") == "false"
     toggle.click()
     sid = series_id("ranges", "reward", "outside_count", None)

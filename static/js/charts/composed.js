@@ -162,7 +162,9 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
       const role = lineRole(p.member, primary);
       const label = [run.name, env ?? (envs.length ? 'all envs' : null), role === 'stat' ? p.member.stat : null,
         partWords(p.member)].filter(Boolean).join(' · ');
-      const tag = `${env ?? ''}-${p.member.stat ?? ''}${role === 'part' ? `-${p.member.key}` : ''}`;
+      // A uid names a CSS class of Plotly's (`.cb<uid>`, looked up on a react): a word's characters only.
+      const tag = `${env ?? ''}-${p.member.stat ?? ''}${role === 'part' ? `-${p.member.key}` : ''}`
+        .replace(/[^\w-]/g, (c) => `_${c.charCodeAt(0).toString(16)}`);
       if (role === 'raw' || byEnv('min', env) || byEnv('max', env)) {
         const lo = byEnv('min', env);
         const hi = byEnv('max', env);

@@ -491,7 +491,7 @@ const DERIVED = {
       description: 'Samples discarded for max_async or zero_advantage at the step', stats: {
         canceled: { title: 'Canceled samples', unit: 'samples', aggregation: 'count',
           description: 'Samples canceled in flight (a weight sync), counted apart from the discarded ones' },
-        max_async_pct: { title: 'Discarded as too stale (max_async)', unit: '%', aggregation: '100 \u00d7 max_async / discarded',
+        max_async_pct: { title: 'Discarded as too stale', unit: '%', aggregation: '100 \u00d7 max_async / discarded',
           description: 'Share of the discarded samples dropped for being more policy versions behind than max_async allows' },
         zero_advantage_pct: { title: 'Discarded for zero advantage', unit: '%', aggregation: '100 \u00d7 zero_advantage / discarded',
           description: 'Share of the discarded samples dropped because their group had no advantage to learn from' },

@@ -1,0 +1,252 @@
+"""Every chart of the demo run read in words (issue 31, items 1–3), in Chromium against a live
+server fed the demo through real ingest: titles from the registry (no raw statistic id), a "?"
+on each derived family, units on the y axes, whole-number ticks on counts, one number format on
+axis and tooltip, titles whole at 1600×1000 and 1280×800 in the All and the Custom view, and
+each environment of a run in its own colour, on a one-line legend."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devtools.live_server import ServerState, running
+from ingest.core.series_ids import series_id
+from tests.browser.conftest import ARTIFACTS, Dashboard, chart_data, wait_chart
+from tests.browser.test_custom_view import plot, put_layout, section
+
+pytestmark = pytest.mark.browser
+
+VIEWPORTS = [(1600, 1000), (1280, 800)]
+REWARD = series_id("reward", "reward", "mean", None)
+GROUPS = series_id("groups", "groups", "count", None)
+DISCARDED = series_id("discarded", "discarded", "count", None)
+SKIPPED = series_id("step", "optim/step_skipped")
+LR = series_id("step", "learning_rate")
+NULLS = series_id("reward", "reward", "null_count", None)
+# Statistic ids that must never be a title's words (beside any `_`, checked apart).
+BARE_IDS = re.compile(r"\b(count|canceled|informative|tied|all_min|all_max)$")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dashboard, int, int]]:
+    """One server for the module, fed the demo run and a shorter baseline to overlay:
+    (dashboard, demo run id, baseline run id)."""
+    from ingest.write.demo import demo_messages
+
+    state = ServerState(tmp_path_factory.mktemp("words"), os.environ.get("DATABASE_URL"),
+                        os.environ.get("REDIS_URL"))
+    try:
+        with running(state) as server:
+            dash = Dashboard(server, state.token("demo"))
+            for name, steps, seed in (("grpo-demo", 60, 0), ("grpo-baseline", 30, 3)):
+                messages = list(demo_messages(name, steps, seed=seed))
+                for i in range(0, len(messages), 100):
+                    dash.post(messages[i:i + 100])
+            yield dash, dash.run_id("grpo-demo"), dash.run_id("grpo-baseline")
+    finally:
+        state.drop()
+
+
+def raw_catalog(dash: Dashboard, run_id: int) -> list[dict[str, Any]]:
+    return [e for e in dash.get(f"/api/runs/{run_id}/catalog")["series"] if not e.get("normalized")]
+
+
+def open_all(pg, dash: Dashboard, run_id: int, size: tuple[int, int], query: str = "") -> None:
+    """The run's All view at `size`, once every series of the catalog has its chart."""
+    pg.set_viewport_size({"width": size[0], "height": size[1]})
+    pg.goto(f"{dash.url}/runs/{run_id}/metrics{query}")
+    n = len(raw_catalog(dash, run_id))
+    pg.wait_for_function(f"window.telescope && window.telescope.view.bySeries.size === {n}",
+                         timeout=20_000)
+
+
+def titles(pg) -> list[dict[str, Any]]:
+    """Every chart card's title (also of collapsed sections) with its "?" and how it is laid
+    out: widths, line count, whether CSS could cut it, and where the next header item starts."""
+    return pg.evaluate("""() => [...document.querySelectorAll('.chart')].map(card => {
+        const t = card.querySelector('.chart-title');
+        const help = card.querySelector('.chart-head [data-help]');
+        const next = [...card.querySelectorAll('.chart-head > *')].find(el => el !== t
+          && getComputedStyle(el).position !== 'absolute' && el.getBoundingClientRect().width > 0
+          && el.getBoundingClientRect().left >= t.getBoundingClientRect().left);
+        const style = getComputedStyle(t);
+        return {text: t.textContent, shown: t.getClientRects().length > 0,
+          scroll: t.scrollWidth, client: t.clientWidth,
+          lines: Math.round(t.getBoundingClientRect().height / parseFloat(style.lineHeight)),
+          ellipsis: style.textOverflow === 'ellipsis' && style.whiteSpace === 'nowrap',
+          right: t.getBoundingClientRect().right,
+          nextLeft: next ? next.getBoundingClientRect().left : Infinity,
+          help: help ? help.getAttribute('title') : null,
+          kind: card.querySelector('.plot')?.dataset.seriesId?.split('|')[0] ?? null}; })""")
+
+
+def test_no_raw_statistic_id_in_any_title_of_the_demo_all_view(page, demo):
+    dash, run_id, _ = demo
+    open_all(page, dash, run_id, VIEWPORTS[0])
+    catalog = raw_catalog(dash, run_id)
+    # A user-named sample metric keeps its own name; environments and the trainer's timing
+    # spans (`timing_<span>/<op>_total`: "Forward pass (in train_step)") are the user's names too.
+    spans = {m.group(1) for e in catalog if (m := re.match(r"timing_(\w+)/", e["key"]))}
+    user = sorted({e["key"] for e in catalog if e["kind"] == "sample"} | spans
+                  | {e["env"] for e in catalog if e["env"]}, key=len, reverse=True)
+    got = titles(page)
+    assert len(got) >= 57
+    for t in got:
+        words = t["text"]
+        for name in user:
+            words = words.replace(name, "")
+        assert "_" not in words, t["text"]  # gini_mean, max_async_pct, stop_reason_length_pct...
+        assert not BARE_IDS.search(words), t["text"]  # `reward count`, `discarded canceled`
+        if t["kind"] not in ("step", None):  # every derived family says what it means
+            assert t["help"] and len(t["help"].split("\n")[0]) > 20, t
+    by_title = {t["text"]: t for t in got}
+    assert "reasoning_steps · inequality within groups (Gini)" in by_title
+    assert "Stopped at length limit" in by_title
+
+
+def y_axis(pg, sid: str) -> dict[str, Any]:
+    """The rendered y axis of the chart of `sid`: its tick labels and its title."""
+    return pg.evaluate("""sid => {
+        const gd = document.querySelector(`[data-series-id="${CSS.escape(sid)}"]`);
+        return {ticks: [...gd.querySelectorAll('.ytick text')].map(t => t.textContent),
+                title: gd.querySelector('.g-ytitle text')?.textContent ?? null}; }""", sid)
+
+
+def scroll_to(pg, sid: str) -> Any:
+    pg.locator(f"[data-series-id='{sid}']").scroll_into_view_if_needed()
+    return wait_chart(pg, sid, "gd.querySelectorAll('.ytick text').length > 0", timeout=15_000)
+
+
+def test_count_charts_tick_in_whole_numbers_and_name_their_unit(page, demo):
+    dash, run_id, _ = demo
+    open_all(page, dash, run_id, VIEWPORTS[0])
+    page.locator("[data-section='fixed:Data quality'] .section-toggle").click()
+    counts = ((GROUPS, "groups"), (DISCARDED, "samples"), (NULLS, "samples"), (SKIPPED, None))
+    for sid, unit in counts:
+        scroll_to(page, sid)
+        axis = y_axis(page, sid)
+        assert axis["ticks"], sid
+        for tick in axis["ticks"]:  # "1,024", "−2": whole numbers; never "0.5", "100p"
+            assert re.fullmatch(r"[−-]?\d{1,3}(,\d{3})*", tick), (sid, axis["ticks"])
+        assert len(set(axis["ticks"])) == len(axis["ticks"]), axis  # no tick written twice
+        if unit:
+            assert axis["title"] == unit, (sid, axis)
+    for sid, unit in ((series_id("rollouts", "completion_tokens", "mean", None), "tokens"),
+                      (series_id("rollouts", "stop_reason_length_pct", "stop_reason_length_pct",
+                                 None), "%"),
+                      (series_id("step", "entropy"), "nats")):
+        scroll_to(page, sid)
+        assert y_axis(page, sid)["title"] == unit, sid
+
+
+def test_axis_and_tooltip_write_a_number_alike(page, demo):
+    dash, run_id, _ = demo
+    open_all(page, dash, run_id, VIEWPORTS[0])
+    scroll_to(page, LR)  # the demo's learning rate: 1e-6 after its warm-up
+    ticks = y_axis(page, LR)["ticks"]
+    assert "1µ" in ticks, ticks
+    plot = page.locator(f"[data-series-id='{LR}'] .nsewdrag").first
+    box = plot.bounding_box()
+    plot.hover(position={"x": box["width"] * 0.8, "y": box["height"] / 2})
+    label = page.wait_for_selector(f"[data-series-id='{LR}'] .hoverlayer .legend")
+    text = label.text_content()
+    assert "1µ" in text and "0.000001" not in text, text
+
+
+def test_titles_stay_whole_in_the_all_view_at_both_viewports(page, demo):
+    dash, run_id, _ = demo
+    for size in VIEWPORTS:
+        open_all(page, dash, run_id, size)
+        page.locator("[data-section='fixed:Data quality'] .section-toggle").click()
+        page.evaluate("document.body.scrollIntoView()")
+        shown = [t for t in titles(page) if t["shown"]]
+        assert len(shown) >= 57, size
+        for t in shown:
+            assert t["client"] > 0 and t["scroll"] <= t["client"], (size, t)
+            assert not t["ellipsis"], (size, t)
+            assert t["right"] <= t["nextLeft"] + 0.5, (size, t)  # nothing drawn over its end
+            assert t["lines"] <= 2, (size, t)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"chart-words-all-{size[0]}x{size[1]}.png"))
+
+
+# Plots titled by their series (the metric registry's words, else the key), as a user adds them.
+LONG = [("rollouts|group_length_max_median_ratio_mean|group_length_max_median_ratio_mean|",),
+        ("step|kl_divergence_inference||",), ("rollouts|completion_tokens|mean|",),
+        ("timeline|timing_train_step%2Fforward_microbatch_mean||",),
+        ("sample|reasoning_steps|gini_mean|",), ("step|kl_divergence_inference||",
+                                                 "rollouts|completion_tokens|mean|")]
+
+
+def test_titles_stay_whole_in_the_custom_view_at_both_viewports(page, demo):
+    dash, run_id, _ = demo
+    layout = {"version": 2, "sections": [section("s1", "Long titles", *[
+        {**plot(f"p{i}"), "series": [{"id": sid, "axis": "auto"} for sid in ids]}
+        for i, ids in enumerate(LONG)])]}
+    page.goto(f"{dash.url}/runs/{run_id}/metrics?view=custom")
+    put_layout(page, run_id, layout, name="words")
+    for size in VIEWPORTS:
+        page.set_viewport_size({"width": size[0], "height": size[1]})
+        page.goto(f"{dash.url}/runs/{run_id}/metrics?view=custom&dashboard=words")
+        page.wait_for_function("document.querySelectorAll('.board .chart.rendered').length >= 2")
+        got = [t for t in titles(page) if t["shown"]]
+        assert len(got) == len(LONG), got
+        for t in got:
+            assert t["client"] > 0 and t["scroll"] <= t["client"], (size, t)
+            assert not t["ellipsis"], (size, t)
+            assert t["right"] <= t["nextLeft"] + 0.5, (size, t)
+        # The tools fold away: at most the "?" and the fold are beside a title at rest.
+        beside = page.evaluate("""() => [...document.querySelectorAll('.board .chart-head')]
+            .map(h => [...h.querySelectorAll('button, [role=img]')].filter(el => parseFloat(
+              getComputedStyle(el.closest('.chart-tools') ?? el).opacity) > 0.5).length)""")
+        assert max(beside) <= 2, beside
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"chart-words-custom-{size[0]}x{size[1]}.png"))
+
+
+def line_traces(fig: Any) -> list[Any]:
+    return [t for t in fig["data"] if t["meta"] and t["meta"]["role"] in ("raw", "env")]
+
+
+def test_each_environment_has_its_own_colour_and_the_legend_one_line(page, demo):
+    dash, run_id, _ = demo
+    open_all(page, dash, run_id, VIEWPORTS[0])
+    page.locator(f"[data-series-id='{REWARD}']").scroll_into_view_if_needed()
+    fig = wait_chart(page, REWARD, "gd.data.filter(t => t.meta.role === 'env').length === 2")
+    lines = line_traces(fig)
+    envs = [t["meta"]["env"] for t in lines]
+    assert envs == [None, "countdown", "hendrycks_math"]
+    colours = [t["color"] for t in lines]
+    assert len(set(colours)) == len(colours), colours  # every environment its own colour
+    assert colours[0] == dash.get(f"/api/runs/{run_id}")["color"]  # all envs: the run's own
+    card = page.locator(".chart", has=page.locator(f"[data-series-id='{REWARD}']"))
+    keys = card.locator("[data-chart-legend] .env-key")
+    assert [keys.nth(i).get_attribute("data-color") for i in range(keys.count())] == colours
+    tops = page.evaluate("""sid => { const card = document.querySelector(
+        `[data-series-id="${CSS.escape(sid)}"]`).closest('.chart');
+        return [...card.querySelectorAll('[data-chart-legend] > *')].map(el =>
+          Math.round(el.getBoundingClientRect().top + el.getBoundingClientRect().height / 2)); }""",
+                         REWARD)
+    assert len(tops) >= 4 and max(tops) - min(tops) <= 2, tops  # one line
+
+
+def test_overlaid_runs_keep_their_colours_and_environments_their_dash(page, demo):
+    dash, run_id, base = demo
+    colour = {r: dash.get(f"/api/runs/{r}")["color"] for r in (run_id, base)}
+    open_all(page, dash, run_id, VIEWPORTS[0], f"?overlay={base}")
+    page.locator(f"[data-series-id='{REWARD}']").scroll_into_view_if_needed()
+    fig = wait_chart(page, REWARD, f"gd.data.filter(t => t.meta.role === 'env'"
+                                   f" && t.meta.run === {base}).length === 2")
+    lines = line_traces(fig)
+    assert {t["meta"]["run"] for t in lines} == {run_id, base}
+    for t in lines:
+        assert t["color"] == colour[t["meta"]["run"]], t
+    dashes = page.evaluate("""sid => document.querySelector(`[data-series-id="${CSS.escape(sid)}"]`)
+        .data.filter(t => ['raw', 'env'].includes(t.meta.role))
+        .map(t => [t.meta.env, t.line.dash ?? 'solid'])""", REWARD)
+    assert all((dash_ == "solid") == (env is None) for env, dash_ in dashes), dashes
+    assert chart_data(page, REWARD) is not None
