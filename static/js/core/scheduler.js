@@ -40,7 +40,9 @@ export class Scheduler {
     const start = performance.now();
     let wait = Infinity;
     let busy = false;
-    const items = [...this.queue].sort((a, b) => (b.inView - a.inView) || (a.order - b.order));
+    // In view first, and of those the ones not drawn yet (a first screen before redraws).
+    const fresh = (c) => (c.lastDraw === 0 ? 1 : 0);
+    const items = [...this.queue].sort((a, b) => (b.inView - a.inView) || (fresh(b) - fresh(a)) || (a.order - b.order));
     for (const chart of items) {
       if (!chart.near) {
         this.queue.delete(chart); // drawn when it comes near again
@@ -79,7 +81,9 @@ export class Visibility {
   constructor() {
     const each = (fn) => (entries) => entries.forEach((e) => e.target.chart && fn(e.target.chart, e.isIntersecting));
     this.view = new IntersectionObserver(each((c, on) => { c.inView = on; }));
-    this.near = new IntersectionObserver(each((c, on) => c.setNear(on)), { rootMargin: NEAR_MARGIN });
+    // Only a change: a chart primed near (primeInView) is not asked to load and draw again by
+    // the observer's first report (it was drawn twice, 250 ms apart, on every first screen).
+    this.near = new IntersectionObserver(each((c, on) => c.near !== on && c.setNear(on)), { rootMargin: NEAR_MARGIN });
     this.far = new IntersectionObserver(each((c, on) => { if (!on) c.purge(); }), { rootMargin: FAR_MARGIN });
   }
 
