@@ -134,7 +134,7 @@ def test_the_headline_is_each_runs_latest_reward_mean_or_a_chosen_series(project
 # ------------------------------------------------------------------ CSRF
 
 
-def test_an_api_write_without_the_csrf_token_gets_json(project: int) -> None:
+def test_an_api_write_without_the_csrf_token_gets_json_a_form_html(project: int) -> None:
     run_id = send(project, "r", id="s0", type="step", step=0, metrics={"x": 1.0})
     client = Client(enforce_csrf_checks=True)
     for res in (client.delete(f"/api/runs/{run_id}"),
@@ -148,9 +148,7 @@ def test_an_api_write_without_the_csrf_token_gets_json(project: int) -> None:
     # With the token the same DELETE goes through.
     client, csrf = csrf_client()
     assert client.delete(f"/api/runs/{run_id}", **csrf).status_code == 200
-
-
-def test_a_form_without_the_csrf_token_still_gets_the_html_page() -> None:
+    # A form posted to a page without it still gets Django's HTML page.
     res = Client(enforce_csrf_checks=True).post("/accounts/logout/")
     assert res.status_code == 403
     assert res["Content-Type"].startswith("text/html")
