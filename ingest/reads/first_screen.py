@@ -4,9 +4,11 @@ as a JSON script tag): the page draws its first charts without a series request.
 Which series the first screen shows depends on the viewport and on the All view's placement
 rules (static/js/core/catalog.js), which live in the browser. This picks by the same section
 order — General, the trainer's sections by first appearance, then the fixed sections in
-FIXED_SECTIONS order — the catalog entries that charts draw (no normalized twin), in catalog
-order within a section, until a budget of series and points is spent; the Data quality
-counters first (the page reads every one of them at once to flag its collapsed section). A
+FIXED_SECTIONS order — the catalog entries that charts draw (no normalized twin, no counter of
+the collapsed Data quality section), in catalog order within a section, until a budget of
+series and points is spent. The budget keeps the page small: every byte of it comes before the
+page's modules can run (the demo's first screen, ~75 series of 200 points, is ~0.5 MB of JSON,
+~50 KB gzipped). A
 guess that misses a chart costs that chart one series request, as without the embedding; what
 is embedded is exactly what `series` returns for the same ids and `max_points`.
 """
@@ -22,8 +24,8 @@ FIXED_SECTIONS = ("Reward", "Sample metrics", "Advantage", "Groups", "Rollouts",
                   "Discarded rollouts", "Timeline", "Ranges", "Data quality")
 # static/js/charts/compose.js QUALITY_STATS: counters drawn in the Data quality section, last.
 QUALITY_STATS = frozenset({"null_count", "gini_excluded", "outside_count", "canceled"})
-MAX_SERIES = 150
-MAX_TOTAL_POINTS = 30_000
+MAX_SERIES = 100
+MAX_TOTAL_POINTS = 15_000
 READ_BATCH = 25
 
 
@@ -40,16 +42,15 @@ def page_order(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def rank(entry: dict[str, Any]) -> tuple[int, int]:
         section = entry.get("section") or "General"
-        if entry["kind"] != "step" and entry.get("stat") in QUALITY_STATS:
-            return (0, 0)
         if entry["kind"] == "step" and not _timeline_key(entry):
             if section == "General":
-                return (1, 0)
-            return (2, seen.setdefault(section, len(seen)))
+                return (0, 0)
+            return (1, seen.setdefault(section, len(seen)))
         fixed = FIXED_SECTIONS.index(section) if section in FIXED_SECTIONS else len(FIXED_SECTIONS)
-        return (3, fixed)
+        return (2, fixed)
 
-    drawn = [e for e in entries if not e.get("normalized")]
+    drawn = [e for e in entries if not e.get("normalized")
+             and not (e["kind"] != "step" and e.get("stat") in QUALITY_STATS)]
     ranks = [rank(e) for e in drawn]  # in catalog order: first appearances are numbered so
     return [e for _, e in sorted(zip(ranks, drawn, strict=True), key=lambda pair: pair[0])]
 

@@ -94,10 +94,11 @@ def test_the_page_embeds_what_the_series_api_returns(run_id: int) -> None:
     api = orjson.loads(client.get(f"/api/runs/{run_id}/series", {
         "ids": ",".join(ids), "max_points": 300}).content)
     assert body["series"] == api["series"] and body["seq"] == api["seq"]
-    # Each of the run's charted entries, but no normalized twin.
+    # Each of the run's charted entries, but no normalized twin and no Data quality counter.
     catalog = reads.catalog(Run.objects.get(pk=run_id))["series"]
-    charted = {e["id"] for e in catalog if not e.get("normalized")}
-    assert set(ids) == charted
+    charted = {e["id"] for e in catalog if not e.get("normalized")
+               and e["stat"] not in first_screen.QUALITY_STATS}
+    assert set(ids) == charted and "reward|reward|null_count|" not in ids
 
 
 def test_series_come_in_the_all_views_section_order() -> None:
@@ -115,10 +116,9 @@ def test_series_come_in_the_all_views_section_order() -> None:
                entry("loss", "step", "loss/policy", "loss"),
                entry("tokens", "rollouts", "completion_tokens", "Rollouts", "mean")]
     order = [e["id"] for e in first_screen.page_order(entries)]
-    # Data quality counters (read at once by the page), General, the trainer's sections by
-    # first appearance, then the fixed ones in page order; a trainer's timing_* key is in
-    # Timeline; no normalized twin.
-    assert order == ["nulls", "entropy", "late", "loss", "reward", "tokens", "timing"]
+    # General, the trainer's sections by first appearance, then the fixed ones in page order;
+    # a trainer's timing_* key is in Timeline; no normalized twin, no Data quality counter.
+    assert order == ["entropy", "late", "loss", "reward", "tokens", "timing"]
 
 
 def test_the_budget_bounds_what_is_embedded(run_id: int) -> None:
