@@ -6,7 +6,9 @@
 // and the nested `train_step/<op>` spans' timing names): a human title, a one-line description,
 // a unit, the aggregation rule, and the health hints the seeds establish (evaluated by
 // charts/health.js). Data, not code paths: the lookup below is the only logic. A chart asks `describe(key)` for its title and
-// "?" tooltip; an unknown key keeps its key as the title.
+// "?" tooltip; an unknown key keeps its key as the title. The server's derived families (reward,
+// sample metrics, advantage, groups, rollouts, discarded, ranges) are words too, at the end
+// (`describeSeries(entry)`: title, "?", unit, whether the series counts).
 //
 // Keys are written as the seeds publish them. A `val/` key also finds its `train/` record (same
 // leaf, validation phase: "(validation)" in the title); a bare key finds its `train/` record and
@@ -466,6 +468,8 @@ const METRIC_STATS = {
 };
 const TOKENS = (what, whose) => ({ title: `${what} tokens${whose}`, unit: 'tokens', aggregation: 'mean, std, min, max over samples',
   description: `${what} tokens per sample${what === 'Completion' ? ' (summed over turns)' : ''} of ${whose ? 'the step\u2019s discarded samples' : KEPT}: ${VALUE_HELP}` });
+const AT_BOUNDS = { words: 'share at the declared min / max', unit: '%', aggregation: '100 \u00d7 at the bound / samples declaring it',
+  description: 'Share of kept samples whose {metric} equals its environment\u2019s declared minimum, and maximum' };
 const DERIVED = {
   reward: { reward: { title: 'Reward', unit: '', aggregation: 'mean, std, min, max over samples', stats: METRIC_STATS,
     description: `Reward of ${KEPT}, all environments together and each one: ${VALUE_HELP}` } },
@@ -508,10 +512,7 @@ const DERIVED = {
     total_tokens: TOKENS('Total', ' (discarded)'),
   },
   ranges: { '*': { stats: {
-    at_min_pct: { words: 'share at the declared min / max', unit: '%', aggregation: '100 \u00d7 at the bound / samples declaring it',
-      description: 'Share of kept samples whose {metric} equals its environment\u2019s declared minimum, and maximum' },
-    at_max_pct: { words: 'share at the declared min / max', unit: '%', aggregation: '100 \u00d7 at the bound / samples declaring it',
-      description: 'Share of kept samples whose {metric} equals its environment\u2019s declared minimum, and maximum' },
+    at_min_pct: AT_BOUNDS, at_max_pct: AT_BOUNDS, // one chart: at_min_pct names it
     outside_count: { words: 'outside the declared range', unit: 'samples', aggregation: 'count',
       description: 'Kept samples whose {metric} lies below the declared minimum or above the declared maximum' },
   } } },
