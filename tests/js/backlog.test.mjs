@@ -1,9 +1,9 @@
-// The run bar's aggregation backlog chip (runs/bar.js): shown for a real backlog only, in
+// The aggregation backlog chip of the run bar and the overview (runs/state.js): shown for a real backlog only, in
 // neutral words.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { BACKLOG, backlogShown, progressText } from '../../static/js/runs/bar.js';
+import { BACKLOG, backlogShown, backlogText } from '../../static/js/runs/state.js';
 
 test('a live run a step or two behind shows no backlog, however long', () => {
   for (const pending of [0, 1, 2, BACKLOG.steps]) {
@@ -24,8 +24,8 @@ test('a large backlog (a range change) shows at once', () => {
 });
 
 test('the words are neutral', () => {
-  assert.equal(progressText(1204), 'catching up · 1,204 steps to aggregate');
-  assert.equal(progressText(1), 'catching up · 1 step to aggregate');
-  assert.equal(progressText(0), '');
-  assert.ok(!/left|behind|warn|error/i.test(progressText(7)));
+  assert.equal(backlogText(1204), 'catching up · 1,204 steps to aggregate');
+  assert.equal(backlogText(1), 'catching up · 1 step to aggregate');
+  assert.equal(backlogText(0), '');
+  assert.ok(!/left|behind|warn|error/i.test(backlogText(7)));
 });

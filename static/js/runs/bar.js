@@ -5,20 +5,8 @@
 import { colorChoices, colorsInUse, guardColor } from './colors.js';
 import { listRuns, setRunColor } from '../core/api.js';
 import { h } from '../core/dom.js';
+import { BACKLOG, backlogShown, backlogText } from './state.js';
 import { setStatusBadge } from './status.js';
-
-/**
- * When the aggregation backlog is real: more than `steps` steps waiting for `ms` or longer, or
- * `large` steps at once (a range change re-aggregating the run). A healthy live run's newest
- * step or two, aggregated within a pass, is none.
- */
-export const BACKLOG = { steps: 5, ms: 3000, large: 100 };
-
-/** Whether to show a backlog of `pending` steps, over BACKLOG.steps since `since` (or null). */
-export function backlogShown(pending, since, now) {
-  if (!(pending > BACKLOG.steps)) return false;
-  return pending >= BACKLOG.large || (since !== null && since !== undefined && now - since >= BACKLOG.ms);
-}
 
 export class RunBar {
   /**
@@ -97,7 +85,7 @@ export class RunBar {
     store.backlogSince = pending > BACKLOG.steps ? store.backlogSince ?? now : null;
     const shown = backlogShown(pending, store.backlogSince, now);
     parts.progress.hidden = !shown;
-    parts.progress.textContent = shown ? progressText(pending) : '';
+    parts.progress.textContent = shown ? backlogText(pending) : '';
     clearTimeout(store.backlogTimer);
     if (!shown && store.backlogSince !== null) {
       store.backlogTimer = setTimeout(() => this.showBacklog(store, store.info.pending_steps ?? 0),
@@ -147,10 +135,4 @@ export class RunBar {
   setStatus(text) {
     this.status.textContent = text;
   }
-}
-
-/** The chip text for a run with `pending` steps waiting for (re-)aggregation. */
-export function progressText(pending) {
-  if (!(pending > 0)) return '';
-  return `catching up · ${pending.toLocaleString('en-US')} step${pending === 1 ? '' : 's'} to aggregate`;
 }

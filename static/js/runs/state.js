@@ -57,3 +57,27 @@ export function connectionText(state) {
   if (state === 'reconnecting') return { text: 'reconnecting…', title: 'Live updates: the connection dropped, reconnecting' };
   return { text: '', title: '' };
 }
+
+/**
+ * When the aggregation backlog is real: more than `steps` steps waiting for `ms` or longer, or
+ * `large` steps at once (a range change re-aggregating the run). A healthy live run's newest
+ * step or two, aggregated within a pass, is none.
+ */
+export const BACKLOG = { steps: 5, ms: 3000, large: 100 };
+
+/** Whether to show a backlog of `pending` steps, over BACKLOG.steps since `since` (or null). */
+export function backlogShown(pending, since, now) {
+  if (!(pending > BACKLOG.steps)) return false;
+  return pending >= BACKLOG.large || (since !== null && since !== undefined && now - since >= BACKLOG.ms);
+}
+
+/** `pending` steps waiting for (re-)aggregation, in words: "1,204 steps to aggregate". */
+export function backlogSteps(pending) {
+  if (!(pending > 0)) return '';
+  return `${pending.toLocaleString('en-US')} step${pending === 1 ? '' : 's'} to aggregate`;
+}
+
+/** The run bar's chip text for a run with `pending` steps waiting for (re-)aggregation. */
+export function backlogText(pending) {
+  return pending > 0 ? `catching up · ${backlogSteps(pending)}` : '';
+}

@@ -5,7 +5,7 @@
 
 import { h } from '../core/dom.js';
 import { etaNow, formatDuration, progressOf, progressText, rateText, stepSeconds } from './progress.js';
-import { BADGE_CLASS, connectionText, deletedText } from './state.js';
+import { BACKLOG, BADGE_CLASS, backlogShown, backlogSteps, connectionText, deletedText } from './state.js';
 import { age } from '../core/text.js';
 
 /** Show `status` on a badge element. */
@@ -86,9 +86,8 @@ export class ProgressPanel {
     this.bar.update(info);
     this.text.textContent = progressText(info);
     this.cells.last_step.textContent = info.last_step ?? '—';
-    this.cells.pending.textContent = info.pending_steps > 0 ? `${info.pending_steps.toLocaleString('en-US')} steps left` : '';
-    this.cells.pending.previousSibling.hidden = !(info.pending_steps > 0);
-    this.cells.pending.hidden = !(info.pending_steps > 0);
+    const pending = info.pending_steps ?? 0;
+    this.backlogSince = pending > BACKLOG.steps ? this.backlogSince ?? receivedMs : null;
     this.tick();
   }
 
@@ -99,6 +98,12 @@ export class ProgressPanel {
     this.recent = recent;
     this.cells.eta.textContent = etaText(info, this.receivedMs, nowMs);
     this.cells.rate.textContent = rateText(stepSeconds(info, recent)) || '—';
+    // Only a real backlog (state.js backlogShown), not a live run's newest step or two.
+    const pending = info.pending_steps ?? 0;
+    const shown = backlogShown(pending, this.backlogSince, nowMs);
+    this.cells.pending.textContent = shown ? backlogSteps(pending) : '';
+    this.cells.pending.previousSibling.hidden = !shown;
+    this.cells.pending.hidden = !shown;
     for (const field of ['started', 'updated']) {
       const iso = info[`${field}_at`];
       const when = Date.parse(iso);
