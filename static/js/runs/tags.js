@@ -41,7 +41,7 @@ export class TagEditor {
     this.say = say;
     this.chips = h('span', { class: 'tag-list', role: 'list', 'aria-label': 'Tags of this run' });
     this.input = h('input', { type: 'text', id: 'hk-tags', name: 'tag', autocomplete: 'off', spellcheck: 'false',
-      maxlength: 200, placeholder: 'add a tag (baseline, lr-sweep)', 'aria-label': 'Add tags (comma-separated)' });
+      maxlength: 200, placeholder: 'baseline, lr-sweep', 'aria-label': 'Add tags (comma-separated)' });
     this.form = h('form', { class: 'hk-row hk-tags' }, h('label', { for: 'hk-tags' }, 'Tags'), this.chips, this.input,
       h('button', { type: 'submit' }, 'Add'));
     this.form.addEventListener('submit', (ev) => {
