@@ -52,8 +52,10 @@ def _imported_modules(entry: str) -> list[str]:
 
 
 # The Metrics page's ES modules, preloaded (under their hashed names) so the browser fetches
-# them in parallel rather than discovering them import by import.
+# them in parallel rather than discovering them import by import; the Custom view's own, which
+# metrics.js imports only for it (`import()`), on its page alone.
 METRICS_MODULES = _imported_modules("js/metrics.js")
+CUSTOM_MODULES = [m for m in _imported_modules("js/custom/view.js") if m not in METRICS_MODULES]
 # The sample viewer's, likewise (telescope_ui.samples).
 SAMPLES_MODULES = _imported_modules("js/samples.js")
 # The Timeline's and the Performance page's, likewise.
@@ -83,7 +85,8 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     first = None if view == "custom" else embedded_json(first_screen.first_screen(
         run.pk, catalog["series"], points_hint(request)), "run-series")
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
-               "catalog": catalog, "first_series": first, "modules": METRICS_MODULES,
+               "catalog": catalog, "first_series": first,
+               "modules": METRICS_MODULES + (CUSTOM_MODULES if view == "custom" else []),
                "stylesheets": METRICS_STYLESHEETS,
                "layout": layout_of(run, _dashboard(request)) if view == "custom" else None}
     return render(request, "metrics.html", context)

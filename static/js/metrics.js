@@ -6,7 +6,6 @@
 import { getRun } from './core/api.js';
 import { siblingKey, wantsBand } from './core/catalog.js';
 import { Controls } from './charts/controls.js';
-import { CustomView } from './custom/view.js';
 import { firstMetricsHelp, h, runColor, themeColors } from './core/dom.js';
 import './charts/features.js';
 import { LiveClient } from './core/live.js';
@@ -35,7 +34,7 @@ function viewTabs() {
 /**
  * The page's view, All (charts/view.js) or Custom (custom/view.js), with the parts only one
  * of them has: saving a layout edit (Custom), the Data quality section's counters (All).
- * @typedef {(AllView | CustomView) & {flush?: (options?: {leaving?: boolean}) => Promise<unknown>,
+ * @typedef {(AllView | import('./custom/view.js').CustomView) & {flush?: (options?: {leaving?: boolean}) => Promise<unknown>,
  *   refreshQualitySoon?: () => void, watchQuality?: () => void}} PageView
  */
 
@@ -47,6 +46,7 @@ class MetricsPage {
     const initial = viewFromUrl(location.search);
     this.allPrefs = new ChartPrefs(initial.charts); // the All view's (the Custom view's: its layout's)
     this.allPrefs.onChange = () => this.syncUrl();
+    /** @type {ChartPrefs | import('./custom/view.js').CustomView['prefs']} */
     this.prefs = this.allPrefs;
     this.loader = new Loader();
     this.scheduler = new Scheduler();
@@ -58,14 +58,8 @@ class MetricsPage {
     this.controls = new Controls(document.getElementById('controls'), (s, field) => this.onControls(field),
       { initial: initial.page, link: () => this.syncUrl(true), linkSlot: document.getElementById('page-link') });
     this.settings = this.controls.settings;
-    /** @type {PageView} */
-    this.view = null;
-    if (this.root.dataset.view === 'custom') {
-      this.view = new CustomView(this.root, this, JSON.parse(document.getElementById('run-layout').textContent));
-      this.prefs = this.view.prefs; // chart settings live in the layout, on the server
-    } else {
-      this.view = new AllView(this.root, this);
-    }
+    /** @type {PageView} the Custom view's once its modules are loaded (start) */
+    this.view = this.root.dataset.view === 'custom' ? null : new AllView(this.root, this);
     this.runbar = new RunBar(document.getElementById('runbar'), this);
     this.empty = document.getElementById('empty');
     this.live = new LiveClient({
@@ -108,6 +102,7 @@ class MetricsPage {
   }
 
   async start() {
+    if (!this.view) await this.openCustomView();
     const primary = JSON.parse(document.getElementById('run-info').textContent);
     const catalog = JSON.parse(document.getElementById('run-catalog').textContent);
     const firstSeries = document.getElementById('run-series');
@@ -126,6 +121,17 @@ class MetricsPage {
         console.warn('overlay run not found', id, err);
       }
     }
+  }
+
+  /**
+   * The Custom view, its modules (and SortableJS) loaded for it alone: the All view's first
+   * screen does not wait for a dozen modules it never runs (telescope_ui/pages.py preloads
+   * them on the Custom view's page).
+   */
+  async openCustomView() {
+    const { CustomView } = await import('./custom/view.js');
+    this.view = new CustomView(this.root, this, JSON.parse(document.getElementById('run-layout').textContent));
+    this.prefs = this.view.prefs; // chart settings live in the layout, on the server
   }
 
   /**
