@@ -24,6 +24,7 @@ const CATALOG_REFRESH_MS = 300;
 // The first catalog entries go into the All view this many at a time until it has more charts
 // than the viewport holds (addFirstScreenFirst).
 const FIRST_SLICE = 16;
+const POINTS_STEP = 400;
 
 /** The links to the page's two views (All, Custom), which carry the runs shown (the other
  * tabs, Samples, Timeline, Performance, are other pages and keep their links). */
@@ -307,7 +308,7 @@ class MetricsPage {
   }
 
   /**
-   * Points per trace: about two per pixel of plot width (server bounds 10..20000). The width
+   * Points per trace: about two per pixel of plot width (server bounds 10..20000), rounded. The width
    * follows from the grid's rules (CSS: columns of at least 380 px, 10 px apart), computed
    * before any chart exists so that no layout of the whole page is forced. Also how many charts
    * to build before the first screen's data is asked for (cards are about 250 px high).
@@ -316,7 +317,11 @@ class MetricsPage {
     const width = this.root.clientWidth || innerWidth;
     const cols = Math.max(1, Math.floor((width + 10) / 390));
     const plot = (width - 10 * (cols - 1)) / cols - 16;
-    this.maxPoints = Math.max(300, Math.min(2000, Math.round(2 * plot)));
+    // In steps of POINTS_STEP: most widths ask for the same figure, the one the server reads a
+    // first visit's embedded series at (telescope_ui/pages.py DEFAULT_PAGE_POINTS), so that
+    // even a long run's first screen comes with the page.
+    const points = Math.round((2 * plot) / POINTS_STEP) * POINTS_STEP;
+    this.maxPoints = Math.max(POINTS_STEP, Math.min(2000, points));
     this.firstCharts = 2 * cols * Math.ceil(innerHeight / 250); // twice the cards a screen holds
     // The server reads the first screen's series for the next visit at this figure (pages.py).
     document.cookie = `telescope_points=${this.maxPoints}; path=/; max-age=31536000; SameSite=Lax`;

@@ -87,12 +87,12 @@ def embedded(html: str) -> dict[str, Any]:
 
 def test_the_page_embeds_what_the_series_api_returns(run_id: int) -> None:
     client = Client()
-    client.cookies["telescope_points"] = "300"
+    client.cookies["telescope_points"] = "400"
     body = embedded(client.get(f"/runs/{run_id}/metrics").content.decode())
-    assert body["max_points"] == 300 and body["series"]
+    assert body["max_points"] == 400 and body["series"]
     ids = list(body["series"])
     api = orjson.loads(client.get(f"/api/runs/{run_id}/series", {
-        "ids": ",".join(ids), "max_points": 300}).content)
+        "ids": ",".join(ids), "max_points": 400}).content)
     assert body["series"] == api["series"] and body["seq"] == api["seq"]
     # Each of the run's charted entries, but no normalized twin and no Data quality counter.
     catalog = reads.catalog(Run.objects.get(pk=run_id))["series"]
@@ -132,7 +132,7 @@ def test_the_budget_bounds_what_is_embedded(run_id: int) -> None:
 
 
 def test_the_points_cookie_is_bounded_and_a_bad_one_ignored(run_id: int) -> None:
-    for cookie, points in (("5", 300), ("999999", 2000), ("many", 800), (None, 800)):
+    for cookie, points in (("5", 400), ("999999", 2000), ("many", 800), (None, 800)):
         client = Client()
         if cookie is not None:
             client.cookies["telescope_points"] = cookie
