@@ -8,11 +8,13 @@ import csv
 import io
 import math
 import zlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 from django.test import AsyncClient, Client
 
 from ingest.core import categorical, pointstore
@@ -47,6 +49,14 @@ def run_id() -> int:
     return pk
 
 
+@pytest.fixture
+async def closes_thread_connections() -> AsyncIterator[None]:
+    """The AsyncClient's requests use a database connection on asgiref's thread for sync code;
+    closed after the test, or PostgreSQL refuses to drop the test database in use."""
+    yield
+    await sync_to_async(connections.close_all)()
+
+
 async def download(run_id: int) -> tuple[Any, list[dict[str, str]]]:
     """Through the ASGI handler, as the server serves it (an async stream of pieces)."""
     res = await AsyncClient().get(f"/api/runs/{run_id}/export.csv")
@@ -55,7 +65,8 @@ async def download(run_id: int) -> tuple[Any, list[dict[str, str]]]:
     return res, list(csv.DictReader(io.StringIO(text)))
 
 
-async def test_every_series_is_exported_with_its_stored_values_exactly(run_id: int) -> None:
+async def test_every_series_is_exported_with_its_stored_values_exactly(
+        run_id: int, closes_thread_connections: None) -> None:
     res, rows = await download(run_id)
     await sync_to_async(check_rows)(run_id, res, rows)
 
@@ -104,7 +115,8 @@ def test_no_run_is_a_404() -> None:
     assert res.status_code == 404 and res.json() == {"error": "no run 999"}
 
 
-async def test_a_gzip_download_is_one_gzip_stream(run_id: int) -> None:
+async def test_a_gzip_download_is_one_gzip_stream(run_id: int,
+                                                  closes_thread_connections: None) -> None:
     """Browsers decode only a body's first gzip member: the pieces are one stream, not one
     member each (what Django's GZipMiddleware makes of an async stream)."""
     res = await AsyncClient().get(f"/api/runs/{run_id}/export.csv",
