@@ -114,8 +114,17 @@ def test_tags_from_the_overview_filter_the_run_list_with_its_headline(
     page.select_option("select[name=tag]", "")
     page.wait_for_function("document.querySelectorAll('tr[data-run-id]:not([hidden])').length"
                            " === 3")
-    assert page.locator(f"tr[data-run-id='{dashboard.run_id('one')}'] td.headline"
-                        ).text_content() == "—"
+    one = dashboard.run_id("one")
+    assert page.locator(f"tr[data-run-id='{one}'] td.headline").text_content() == "—"
+
+    # Another series for the column: offered from the runs' catalogs, kept in the URL.
+    page.focus("select[name=headline]")
+    page.wait_for_selector("select[name=headline] option[value='step|loss||']", state="attached")
+    page.select_option("select[name=headline]", "step|loss||")
+    page.wait_for_function(f"""document.querySelector("tr[data-run-id='{one}'] td.headline")
+        .textContent === '0.3333'""")
+    assert page.locator("th.headline").first.text_content() == "Loss"
+    assert "headline=step%7Closs%7C%7C" in page.url
 
 
 def test_the_overview_exports_every_series_as_csv(page: Any, dashboard: Dashboard) -> None:
