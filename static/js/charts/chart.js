@@ -119,9 +119,23 @@ export class Chart {
       this.badges, this.badge, this.legendBar, this.runLegend?.el, this.plot, this.legend, this.note);
     this.el.chart = this;
     showOrigin(this, originOf(e)); // "derived" on a series computed from the run's events
-    this.el.addEventListener('fullscreenchange', () => this.rendered && window.Plotly.Plots.resize(this.plot));
+    this.el.addEventListener('fullscreenchange', () => {
+      this.placeTools();
+      if (this.rendered) window.Plotly.Plots.resize(this.plot);
+    });
     this.updateNote(null);
     this.updateSettingBadges();
+  }
+
+  /**
+   * The folded toolbar opens over the top of the plot (its right end), never over the rows
+   * between header and plot (legend, series, forms): it follows where the plot starts.
+   */
+  placeTools() {
+    const top = this.plot.offsetTop;
+    if (top === this.toolsTop || !top) return;
+    this.toolsTop = top;
+    this.el.style.setProperty('--tools-top', `${top}px`);
   }
 
   /** The badges of the settings that differ from the defaults (charts/prefs.js); none: no work. */
@@ -378,6 +392,7 @@ export class Chart {
     this.updateBadge(fig);
     if (this.legend) this.updateLegend(fig.legend);
     this.runLegend?.drawn(fig, fig.prepared.map((p) => p.run));
+    this.placeTools();
     addonDrawn(this, fig);
     this.plot.dataset.plottedId = (this.page.runs[0] && this.idsFor(this.page.runs[0]).main) ?? '';
     const primary = fig.prepared.find((p) => p.run.id === this.page.runs[0]?.id);

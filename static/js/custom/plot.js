@@ -95,6 +95,7 @@ export class Plot extends Chart {
   draw() {
     super.draw();
     this.renderSeries();
+    this.placeTools(); // the series list may have changed height
   }
 
   // ------------------------------------------------------------ series list and form
@@ -133,6 +134,7 @@ export class Plot extends Chart {
     if (this.seriesForm) {
       this.seriesForm.remove();
       this.seriesForm = null;
+      this.placeTools();
       return;
     }
     const select = h('select', { name: 'series', 'aria-label': `Series to add to ${plotTitle(this.node)}` },
@@ -154,6 +156,7 @@ export class Plot extends Chart {
       if (ev.key === 'Escape') this.toggleSeriesForm();
     });
     this.seriesList.after(this.seriesForm);
+    this.placeTools();
     select.focus();
   }
 
