@@ -106,29 +106,39 @@ def ingest(client: Client, steps: int, names: list[str], batch: int = 100) -> No
 
 
 # The first screen (the module's docstring): every chart in the viewport drawn with its data,
-# as a sketch (canvas, while plotly.min.js is still evaluating) or as a Plotly chart; with
-# `plotlyOnly`, every one of them a Plotly chart, and the controls bar built.
-FIRST_SCREEN = """plotlyOnly => {
-  const charts = [...document.querySelectorAll('.chart')];
-  if (!charts.length) return false;
-  if (plotlyOnly && !document.querySelector('#controls input[type=search]')) return false;
-  const h = innerHeight;
-  const inView = charts.filter(c => { const r = c.getBoundingClientRect();
-                                      return r.bottom > 0 && r.top < h && !c.hidden; });
-  const drawn = inView.every(c => { const gd = c.querySelector('.plot');
-    if (!plotlyOnly && c.classList.contains('sketched')) return true;
-    return c.classList.contains('rendered') && gd.data
-      && gd.data.some(t => t.x && t.x.length > 0); });
-  return inView.length > 0 && drawn ? performance.now() : false;
-}"""
+# as a sketch (canvas, while plotly.min.js is still evaluating) or as a Plotly chart; and every
+# one of them a Plotly chart with the controls bar built. Both read in the page, in the same
+# animation frames (two waits from here would add a round trip to the second).
+FIRST_SCREEN = """timeoutMs => new Promise((resolve, reject) => {
+  const done = plotlyOnly => {
+    const charts = [...document.querySelectorAll('.chart')];
+    if (!charts.length) return false;
+    if (plotlyOnly && !document.querySelector('#controls input[type=search]')) return false;
+    const h = innerHeight;
+    const inView = charts.filter(c => { const r = c.getBoundingClientRect();
+                                        return r.bottom > 0 && r.top < h && !c.hidden; });
+    return inView.length > 0 && inView.every(c => { const gd = c.querySelector('.plot');
+      if (!plotlyOnly && c.classList.contains('sketched')) return true;
+      return c.classList.contains('rendered') && gd.data
+        && gd.data.some(t => t.x && t.x.length > 0); });
+  };
+  let drawn = null;
+  const frame = () => {
+    const now = performance.now();
+    if (drawn === null && done(false)) drawn = now;
+    if (drawn !== null && done(true)) return resolve([drawn, now]);
+    if (now > timeoutMs) return reject(new Error('first screen not drawn in time'));
+    requestAnimationFrame(frame);
+  };
+  frame();
+})"""
 
 
 def first_screen(page: Any, url: str) -> tuple[float, float]:
     """(ms to the first screen drawn, ms to the first screen interactive)."""
     page.goto(url, wait_until="commit")
-    drawn = page.wait_for_function(FIRST_SCREEN, arg=False, polling="raf", timeout=60_000)
-    plotly = page.wait_for_function(FIRST_SCREEN, arg=True, polling="raf", timeout=60_000)
-    return float(drawn.json_value()), float(plotly.json_value())
+    drawn, interactive = page.evaluate(FIRST_SCREEN, 60_000)
+    return float(drawn), float(interactive)
 
 
 TIMELINE = """() => {
