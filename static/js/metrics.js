@@ -6,7 +6,7 @@
 import { getRun } from './core/api.js';
 import { siblingKey, wantsBand } from './core/catalog.js';
 import { Controls } from './charts/controls.js';
-import { firstMetricsHelp, h, runColor, themeColors } from './core/dom.js';
+import { firstMetricsHelp, h, loadPlotly, runColor, themeColors } from './core/dom.js';
 import './charts/features.js';
 import { LiveClient } from './core/live.js';
 import { ChartPrefs } from './charts/prefs.js';
@@ -21,6 +21,7 @@ import { AllView } from './charts/view.js';
 import { chartsToParams, pageToParams, queryString, viewFromUrl } from './charts/viewurl.js';
 
 const CATALOG_REFRESH_MS = 300;
+const PLOTLY_AT_LATEST_MS = 3000;
 // The first catalog entries go into the All view this many at a time until it has more charts
 // than the viewport holds (addFirstScreenFirst).
 const FIRST_SLICE = 16;
@@ -115,6 +116,7 @@ class MetricsPage {
     // With runs to overlay, charts drawn before they are added would be drawn again, without
     // a first screen sooner: the page is built the usual way then.
     await this.addRun(primary, catalog, !overlay.length, firstSeries && JSON.parse(firstSeries.textContent));
+    if (!this.view.charts.size) this.plotlyNow();
     for (const id of overlay) {
       try {
         await this.addRun(await getRun(id));
@@ -136,16 +138,26 @@ class MetricsPage {
   }
 
   /**
-   * Plotly evaluates as soon as it has arrived (templates/metrics.html: an async script), in
-   * parallel with the modules' download rather than after them: loaded before this module
-   * runs, the charts are Plotly charts from their first draw; after, they are sketched (canvas)
-   * until it is there, then drawn again.
+   * Plotly runs once the first screen is sketched (or after a few seconds at the latest). An
+   * async script, evaluated as soon as it arrived (beside the modules' download), made the
+   * first screen interactive ~0.1-0.25 s sooner but drawn ~0.4-0.9 s later: its evaluation
+   * came before the sketches (bench/RESULTS.md, 2026-12-02).
    */
   startPlotly() {
-    if (window.Plotly) return;
-    const script = document.getElementById('plotly-script');
-    script.addEventListener('load', () => this.onPlotly(), { once: true });
-    script.addEventListener('error', () => console.error('plotly.min.js did not load: the charts stay sketches'), { once: true });
+    const src = /** @type {HTMLLinkElement} */ (document.getElementById('plotly-src')).href;
+    let started = false;
+    const go = () => {
+      if (started) return;
+      started = true;
+      this.scheduler.onSettled = null;
+      // Let the sketches reach the screen before the evaluation blocks the thread.
+      requestAnimationFrame(() => setTimeout(() => loadPlotly(src).then(() => this.onPlotly()), 0));
+    };
+    this.plotlyNow = go;
+    this.scheduler.onSettled = () => {
+      if ([...this.view.charts.values()].some((c) => c.canvas)) go();
+    };
+    setTimeout(go, PLOTLY_AT_LATEST_MS);
   }
 
   onPlotly() {
