@@ -93,7 +93,7 @@ def test_a_plot_draws_several_series_each_on_its_axis_side(page, dashboard):
     assert [(t["series"], t["yaxis"], t["y"]) for t in fig["raw"]] == [
         (MEAN_CD, "y", [0.5, 1.5, 2.5, 3.5]), (MEAN_MATH, "y", [10.5, 11.5, 12.5, 13.5])]
     assert page.text_content(f"{node('p2')} .chart-title") == \
-        "reward mean · countdown, reward mean · math"
+        "Reward mean · countdown, Reward mean · math"
     add_series(page, "p2", KL_MEAN)  # the same series in a second plot
     figure(page, "p2", 3)
     page.click(f"{node('p2')} .plot-series li[data-series='{MEAN_MATH}'] "

@@ -54,6 +54,10 @@ test('a plot is titled by its own title, else by the registry, else by its keys'
   assert.equal(plotTitle(plot('Mine', 'step|grad_norm||')), 'Mine');
   assert.equal(plotTitle(plot('', 'step|train%2Fkl_mean||', 'step|train%2Fkl_max||')),
     'KL to reference (mean), KL to reference (max)');
-  assert.equal(seriesName('reward|reward|mean|countdown'), 'reward mean · countdown');
+  assert.equal(seriesName('reward|reward|mean|countdown'), 'Reward mean · countdown');
+  // a derived family in the registry's words, as its All-view chart is titled
+  assert.equal(seriesName('sample|reasoning_steps|gini_mean|'),
+    'reasoning_steps · inequality within groups (Gini)');
+  assert.equal(seriesName('discarded|discarded|max_async_pct|'), 'Discarded as too stale');
   assert.equal(seriesName('rollouts|stop_reason_length_pct|stop_reason_length_pct|'), 'Stopped at length limit');
 });

@@ -6,7 +6,7 @@
 
 import { compareRanks, sectionKey, sectionRank } from '../core/catalog.js';
 import { parseId } from './layout.js';
-import { describe } from '../core/registry.js';
+import { describe, describeSeries } from '../core/registry.js';
 
 const STAT_ORDER = ['mean', 'std', 'min', 'max', 'gini_mean', 'count'];
 const STAT_WORDS = { gini_mean: 'Gini mean', gini_excluded: 'Gini excluded', null_count: 'null count',
@@ -45,8 +45,17 @@ export function seriesName(sid) {
   if (!key) return sid;
   const titled = TITLED_KINDS.has(kind) ? describe(key)?.title ?? key : null;
   const base = titled !== null ? (kind === 'timeline' ? `${titled} (derived)` : titled)
-    : stat === key ? statWords(stat, key) : [key, statWords(stat)].filter(Boolean).join(' ');
+    : derivedName(kind, key, stat);
   return env ? `${base} · ${env}` : base;
+}
+
+/** A derived series in the registry's words (as its All-view chart is titled), with the
+ * statistic named when the title leaves it out (a family's own chart draws its mean). */
+function derivedName(kind, key, stat) {
+  const title = describeSeries({ kind, key, stat })?.title;
+  if (!title) return stat === key ? statWords(stat, key) : [key, statWords(stat)].filter(Boolean).join(' ');
+  const bare = stat && stat !== key && describeSeries({ kind, key, stat: null })?.title === title;
+  return bare ? `${title} ${statWords(stat)}` : title;
 }
 
 /** A plot's title: its own, else its series' names (the registry's title, else the key). */
