@@ -82,7 +82,8 @@ def run_id() -> int:
 def embedded(html: str) -> dict[str, Any]:
     found = scripts(html)
     assert found.types["run-series"] == "application/json"  # data, never run (CSP)
-    return orjson.loads(found.found["run-series"])
+    body: dict[str, Any] = orjson.loads(found.found["run-series"])
+    return body
 
 
 def test_the_page_embeds_what_the_series_api_returns(run_id: int) -> None:
@@ -91,8 +92,8 @@ def test_the_page_embeds_what_the_series_api_returns(run_id: int) -> None:
     body = embedded(client.get(f"/runs/{run_id}/metrics").content.decode())
     assert body["max_points"] == 400 and body["series"]
     ids = list(body["series"])
-    api = orjson.loads(client.get(f"/api/runs/{run_id}/series", {
-        "ids": ",".join(ids), "max_points": 400}).content)
+    api = orjson.loads(client.get(f"/api/runs/{run_id}/series",
+                                  {"ids": ",".join(ids), "max_points": "400"}).content)
     assert body["series"] == api["series"] and body["seq"] == api["seq"]
     # Each of the run's charted entries, but no normalized twin and no Data quality counter.
     catalog = reads.catalog(Run.objects.get(pk=run_id))["series"]
