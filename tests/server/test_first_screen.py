@@ -150,10 +150,9 @@ def test_a_hostile_key_cannot_end_the_element(run_id: int) -> None:
     sid = f"step|{quote(HOSTILE, safe='')}||"
     body = embedded(html)
     assert body["series"][sid]["value"][:3] == [0.0, 2.0, 4.0]
-    # The page's scripts are its own: Plotly, the module and the three data elements.
+    # The page's scripts are its own: the module and the three data elements.
     found = scripts(html)
-    assert found.count == 5 and set(found.found) == {
-        "plotly-script", "run-info", "run-catalog", "run-series"}
+    assert found.count == 4 and set(found.found) == {"run-info", "run-catalog", "run-series"}
 
 
 def test_only_the_all_view_and_only_readers_get_it(run_id: int, settings: Any) -> None:
