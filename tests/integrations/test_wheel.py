@@ -64,14 +64,10 @@ def package_dirs(roots: tuple[str, ...]) -> set[str]:
 
 @pytest.fixture(scope="module")
 def client_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built from the checkout itself, as a user would: hatchling writes nothing beside it."""
-    out = tmp_path_factory.mktemp("client-dist")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT / "clients/python"),
-                            "--no-deps", "-q", "-w", str(out)], timeout=300,
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr[-3000:]
-    [wheel] = out.glob("telescope_trainer_hooks-*.whl")
-    return wheel
+    """Built from the checkout itself, as a user would (hatchling, in pip's build isolation):
+    hatchling writes nothing beside it."""
+    return build_wheel(ROOT / "clients/python", tmp_path_factory.mktemp("client-dist"),
+                       "telescope_trainer_hooks", "--no-deps")
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +83,18 @@ def server_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return src
 
 
-def build_server_wheel(source: Path, out: Path) -> Path:
-    """The server's wheel from `source`, a directory or an sdist, with this venv's setuptools."""
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps",
-                            "--no-build-isolation", "-q", "-w", str(out)], timeout=300,
-                           capture_output=True, text=True)
+def build_wheel(source: Path, out: Path, name: str, *options: str) -> Path:
+    """The wheel of distribution `name` from `source`, a directory or an sdist."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), *options, "-q",
+                            "-w", str(out)], timeout=300, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-3000:]
-    [wheel] = out.glob("telescope_dashboard-*.whl")
+    [wheel] = out.glob(f"{name}-*.whl")
     return wheel
+
+
+def build_server_wheel(source: Path, out: Path) -> Path:
+    """The server's wheel, with this venv's setuptools."""
+    return build_wheel(source, out, "telescope_dashboard", "--no-deps", "--no-build-isolation")
 
 
 @pytest.fixture(scope="module")
