@@ -144,5 +144,5 @@ def test_a_server_that_is_down_is_retried_and_logged_once(
 def test_without_prometheus_client_the_extra_is_named(
         client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "prometheus_client.parser", None)
-    with pytest.raises(ImportError, match=r"telescope-dashboard\[prometheus\]"):
+    with pytest.raises(ImportError, match=r"telescope-trainer-hooks\[prometheus\]"):
         watch_prometheus(client, "http://127.0.0.1:9/metrics")

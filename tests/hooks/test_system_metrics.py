@@ -137,7 +137,7 @@ def test_connect_with_system_metrics_samples_until_close(
 def test_system_metrics_without_psutil_name_the_extra(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psutil", None)
-    with pytest.raises(ImportError, match=r"telescope-dashboard\[system\]"):
+    with pytest.raises(ImportError, match=r"telescope-trainer-hooks\[system\]"):
         connect("ws://127.0.0.1:9", "tok", "run-1", spool_dir=tmp_path, system_metrics=True)
 
 

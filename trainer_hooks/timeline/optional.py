@@ -13,5 +13,5 @@ def require(module: str, extra: str, what: str, package: str | None = None) -> A
         return importlib.import_module(module)
     except ImportError as exc:
         package = package or module
-        raise ImportError(f"{what} needs {package}: pip install 'telescope-dashboard[{extra}]' "
-                          f"(or pip install {package})") from exc
+        raise ImportError(f"{what} needs {package}: pip install "
+                          f"'telescope-trainer-hooks[{extra}]' (or pip install {package})") from exc
