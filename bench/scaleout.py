@@ -7,7 +7,9 @@ PostgreSQL + Redis, at the same offered load; and PostgreSQL lock waits.
 Each run gets a fresh PostgreSQL database (`--pg`, default $TELESCOPE_SERVICE_PG or
 postgres://postgres@127.0.0.1:5432/postgres; dropped after the run) and a private redis-server
 on a free port (devtools/private_redis.py), then 1 or 2 server processes (daphne, each with
-its pipeline worker). Runs alternate 1, 2, 1, 2, ... `--rounds` times each.
+its pipeline worker), each warmed up by a 4-step run of its own and a barrier (not
+measured: the worker's first pass imports the aggregation modules). Runs alternate 1, 2, 1,
+2, ... `--rounds` times each.
 
 Load, the same in every run: `--trainers` raw WebSocket clients (asyncio, in this process),
 trainer i on server process i mod N, each its own run, sending at a fixed `--rate` steps/s for
@@ -72,6 +74,7 @@ from trainer_hooks.wire.protocol import encode_msgpack  # noqa: E402
 TARGET_RATIO = 1.15
 IDLE_SECONDS = 3.0
 TICK = os.sysconf("SC_CLK_TCK")
+WARMUP = peers_gen.Workload(4)
 
 
 def trainer_frames(run: str, steps: int, w: peers_gen.Workload, seed: int, kinds: str
@@ -224,7 +227,19 @@ def one_run(n_proc: int, args: argparse.Namespace, tmp: Path,
     try:
         servers = [LiveServer(state).start() for _ in range(n_proc)]
         token = state.token("bench")
-        time.sleep(1.0)  # the workers' start
+        # Warm-up: a few steps of each kind and a barrier through every process, so its
+        # worker has started and imported what a pass needs (its first pass imports the
+        # aggregation modules: ~0.5 CPU-s, once per process, not per message).
+        warm = {f"warmup-{k}": trainer_frames(f"warmup-{k}", 4, WARMUP, k, "step,samples")
+                for k in range(n_proc)}
+
+        async def warm_up() -> None:
+            await asyncio.gather(*(trainer(servers[k].ws + "/ws/ingest/", token, run, fr, 2,
+                                           100.0, time.perf_counter())
+                                   for k, (run, fr) in enumerate(warm.items())))
+
+        asyncio.run(warm_up())
+        time.sleep(1.0)
         idle0 = server_ticks(servers)
         time.sleep(IDLE_SECONDS)
         idle = used(idle0, server_ticks(servers)) / IDLE_SECONDS / n_proc
