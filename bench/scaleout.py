@@ -3,6 +3,7 @@ PostgreSQL + Redis, at the same offered load; and PostgreSQL lock waits.
 
     .venv/bin/python bench/scaleout.py [--rounds 3] [--trainers 6] [--rate 4] [--seconds 20]
                                        [--samples 512] [--keys 40] [--pg URL]
+                                       [--kinds step,samples|step|samples] [--procs 1,2]
 
 Each run gets a fresh PostgreSQL database (`--pg`, default $TELESCOPE_SERVICE_PG or
 postgres://postgres@127.0.0.1:5432/postgres; dropped after the run) and a private redis-server
