@@ -4,7 +4,14 @@ STATIC_ROOT, how it names and compresses it, and collecting again only when a so
 ServeStatic serves STATIC_ROOT in front of Django (`telescope_ui.asgi`); no Django view serves
 a file. Sources: the front end's own files (static/), and two vendor files exposed by
 `VendorFinder` — Plotly's cartesian bundle and SortableJS's ES module (both from npm:
-node_modules/ in a checkout, `npm ci`; inside the package in a wheel).
+node_modules/ in a checkout, `npm ci`; inside the package in a wheel). The setting
+TELESCOPE_NODE_MODULES names another node_modules/ than the checkout's.
+
+Only what reads the vendor files needs them: collecting the static files (`collectstatic`,
+`telescope serve` and `python -m telescope_ui.serve`, which collect before serving) and finding
+one (`findstatic`) refuse without them, naming `npm ci` (`VendorMissing`); Django's other
+commands (`migrate`, `check`, `createsuperuser`, `declare_ranges`, ...) work in a checkout
+without Node. No system check reports them: `migrate` runs every check.
 """
 
 from __future__ import annotations
@@ -19,9 +26,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.staticfiles.finders import BaseFinder, get_finders
-from django.core.checks import CheckMessage, Error
-from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import FileSystemStorage
+from django.core.management.base import CommandError
 from servestatic import ServeStaticASGI, compress
 from servestatic.asgi import FileServerASGI
 from servestatic.storage import CompressedManifestStaticFilesStorage
@@ -37,10 +43,15 @@ PLOTLY = "plotly/plotly.min.js"
 PLOTLY_NPM = Path("plotly.js-cartesian-dist-min") / "plotly-cartesian.min.js"
 
 
+class VendorMissing(CommandError):
+    """A vendor file is not there. A CommandError: the management command that needed it
+    (`collectstatic`, `findstatic`) ends with this one line, exit status 1, no traceback."""
+
+
 def _vendor_file(what: str, candidates: tuple[Path, ...]) -> Path:
     found = next((path for path in candidates if path.is_file()), None)
     if found is None:
-        raise ImproperlyConfigured(
+        raise VendorMissing(
             f"{what} is missing: run `npm ci` in the checkout (`make run` does); looked in "
             f"{', '.join(str(p) for p in candidates)}")
     return found
@@ -48,7 +59,7 @@ def _vendor_file(what: str, candidates: tuple[Path, ...]) -> Path:
 
 def vendor_files() -> dict[str, Path]:
     """Static name → source file of each vendor file (served under /static/vendor/…)."""
-    modules = settings.BASE_DIR / "node_modules"
+    modules = Path(getattr(settings, "TELESCOPE_NODE_MODULES", settings.BASE_DIR / "node_modules"))
     plotly_js = _vendor_file("Plotly (every chart needs it)",
                              (PACKAGE_VENDOR / PLOTLY, modules / PLOTLY_NPM))
     sortable = _vendor_file("SortableJS (the Custom view needs it)", (
@@ -57,17 +68,11 @@ def vendor_files() -> dict[str, Path]:
 
 
 class VendorFinder(BaseFinder):
-    """Exactly the vendor files, each under its static name, for `collectstatic`."""
-
-    def check(self, **kwargs: Any) -> list[CheckMessage]:
-        try:
-            vendor_files()
-        except ImproperlyConfigured as exc:
-            return [Error(str(exc), id="telescope.E001")]
-        return []
+    """Exactly the vendor files, each under its static name, for `collectstatic`. No
+    `check()`: nothing to check until the files are read (see the module's docstring)."""
 
     def find(self, path: str, find_all: bool = False, **kwargs: Any) -> Any:
-        source = vendor_files().get(path)
+        source = vendor_files().get(path) if path.startswith("vendor/") else None
         if find_all:
             return [str(source)] if source else []
         return str(source) if source else None

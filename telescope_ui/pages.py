@@ -40,6 +40,8 @@ def _imported_modules(entry: str) -> list[str]:
     seen, todo = [entry], [entry]
     while todo:
         name = todo.pop()
+        if name.startswith("vendor/"):  # npm's files import none of ours: named, not read
+            continue  # (so the URLs load in a checkout without `npm ci`: telescope_ui.assets)
         source = finders.find(name)
         if source is None:
             raise LookupError(f"static file {name!r} not found (imported by the page's modules)")
