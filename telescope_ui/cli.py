@@ -13,7 +13,9 @@
                                                    (createsuperuser, changepassword, ...)
     telescope sync [--spool DIR] [--token T] [--dry-run]
                                                    deliver the outboxes trainers left
-                                                   undelivered (no Django)
+                                                   undelivered (no Django); where only the
+                                                   trainer client is installed, the same
+                                                   command is `telescope-sync`
 
 `declare-ranges`, `import` and `demo` are the management commands `declare_ranges`, `import`
 and `demo` (ingest.management.arguments: one definition of their options); Django's own
@@ -92,8 +94,8 @@ def parser() -> argparse.ArgumentParser:
     manage.add_argument("arguments", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="its arguments and options (`telescope manage COMMAND --help`)")
     about = ("deliver every outbox a trainer left undelivered (server down, process killed) "
-             "to the server and run it was meant for; needs only trainer_hooks (also: python "
-             "-m trainer_hooks.sync)")
+             "to the server and run it was meant for; needs only trainer_hooks (the trainer "
+             "client's own command, in its install alone too: telescope-sync)")
     sync = sub.add_parser("sync", help=about, description=about)
     trainer_sync.add_arguments(sync)
     for each in (serve, token, *shared, manage):  # also accepted after the command

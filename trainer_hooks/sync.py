@@ -1,7 +1,9 @@
-"""`python -m trainer_hooks.sync [--spool DIR] [--token T] [--url URL] [--dry-run]`: deliver
-every outbox a trainer left undelivered to the server and run it was meant for (the delivery
-is `trainer_hooks.transport.sync`). The same as `telescope sync`, for a machine that has only
-the trainer side installed; neither imports Django.
+"""`telescope-sync [--spool DIR] [--token T] [--url URL] [--dry-run]`: deliver every outbox a
+trainer left undelivered to the server and run it was meant for (the delivery is
+`trainer_hooks.transport.sync`). The trainer client's console script (clients/python), so it
+is there wherever `trainer_hooks` is installed: alone on a GPU node, or beside the server,
+whose `telescope sync` is the same command. Also `python -m trainer_hooks.sync`; none of them
+imports Django.
 
 Prints a line per run (what it delivered, or why not) and exits 1 when something could not
 be delivered, 0 otherwise (an outbox a running trainer holds is left to it).
@@ -16,7 +18,7 @@ from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `telescope sync` and `python -m trainer_hooks.sync` (one definition)."""
+    """The options of `telescope-sync` and `telescope sync` (one definition)."""
     p.add_argument("--spool", type=Path, metavar="DIR",
                    help="the spool directory the trainers wrote their outboxes to (default: "
                    "$TELESCOPE_SPOOL_DIR, else ~/.cache/telescope/spool; a trainer's "
@@ -56,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
                 echo=lambda line: print(line, flush=True))
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m trainer_hooks.sync",
-                                description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str = "telescope-sync") -> None:
+    """The console script `telescope-sync` (clients/python/pyproject.toml)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     add_arguments(p)
     try:
         sys.exit(run(p.parse_args(argv)))
@@ -67,4 +69,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(prog="python -m trainer_hooks.sync")

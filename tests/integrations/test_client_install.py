@@ -2,7 +2,8 @@
 (`pip install "./clients/python[hf]"`, with constraints/dev.txt's versions, this machine's
 CPU torch among them) into a fresh venv, with no Node on PATH. Django, the server's packages
 and the checkout must not be in that venv; the README's TRL example, run there for real
-against a live server, must land in it whole: every step's reward and every scored sample.
+against a live server, must land in it whole: every step's reward and every scored sample;
+its command, `telescope-sync`, runs there.
 
 Slow (pip, then a real GRPOTrainer on CPU): marker `client_install`, CI's first pass only."""
 
@@ -126,6 +127,14 @@ def test_the_client_installs_without_node_or_the_server(
     assert "telescope-trainer-hooks" in found["dists"]
     assert found["hooks"].startswith(str(root))  # the installed copy, not the checkout's
     assert found["torch"].startswith("2.13.0")  # constraints/dev.txt: the CPU build on disk
+    # Its own command (the server's `telescope` is not there): what close() names.
+    assert not (root / "bin" / "telescope").exists()
+    (tmp_path / "spool").mkdir()
+    synced = subprocess.run([str(root / "bin" / "telescope-sync"), "--spool",
+                             str(tmp_path / "spool")], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert synced.returncode == 0, synced.stderr[-3000:]
+    assert synced.stdout.startswith(f"telescope sync: nothing to deliver in {tmp_path}/spool")
 
 
 def test_the_readme_trl_example_runs_against_a_live_server(

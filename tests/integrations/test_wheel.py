@@ -1,6 +1,7 @@
 """The wheels a pip user installs: the server's (telescope-dashboard, pyproject.toml) and the
 trainer client's (telescope-trainer-hooks, clients/python), built from the checkout, installed
-in a fresh venv, started with the server's `telescope` console script; the pages, the front
+in a fresh venv together (as the server's install has them), started with the server's
+`telescope` console script, the client's `telescope-sync` beside it; the pages, the front
 end's files, plotly.min.js and SortableJS must come from the installed package (collected into
 the data directory under hashed names at `telescope serve`), not the checkout.
 
@@ -158,7 +159,20 @@ def fetch_static(url: str) -> bytes:
         assert response.status == 200
         assert "immutable" in response.headers["Cache-Control"]
         assert re.search(r"(javascript|css)", response.headers["Content-Type"])
-        return response.read()
+        body: bytes = response.read()
+        return body
+
+
+def entry_points(wheel: Path) -> str:
+    archive = zipfile.ZipFile(wheel)
+    return archive.read(next(n for n in archive.namelist()
+                             if n.endswith(".dist-info/entry_points.txt"))).decode()
+
+
+def console_scripts(wheel: Path) -> dict[str, str]:
+    section = entry_points(wheel).split("[console_scripts]", 1)[1].split("\n[", 1)[0]
+    return dict(line.replace(" ", "").split("=", 1) for line in section.splitlines()
+                if "=" in line)
 
 
 def test_the_wheel_holds_the_front_end_and_declares_its_script(wheel: Path) -> None:
@@ -175,8 +189,15 @@ def test_the_wheel_holds_the_front_end_and_declares_its_script(wheel: Path) -> N
     assert not missing, f"add {sorted(missing)} to [tool.setuptools] packages in pyproject.toml"
     assert not {n for n in names if n.split("/")[0] in DEV_ONLY}, "the wheel ships dev-only code"
     assert not {n for n in names if n.split("/")[0] in CLIENT_ROOTS}, "the client's, not ours"
-    meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "telescope = telescope_ui.cli:main" in zipfile.ZipFile(wheel).read(meta).decode()
+    assert console_scripts(wheel) == {"telescope": "telescope_ui.cli:main"}
+
+
+def test_the_client_wheel_declares_telescope_sync_and_no_script_of_the_servers(
+        client_wheel: Path, wheel: Path) -> None:
+    """A GPU node with the client alone has `telescope-sync`; installed beside the server,
+    the two distributions never write one script file (a conflict for pip)."""
+    assert console_scripts(client_wheel) == {"telescope-sync": "trainer_hooks.sync:main"}
+    assert not set(console_scripts(client_wheel)) & set(console_scripts(wheel))
 
 
 def test_the_client_wheel_holds_trainer_hooks_alone(client_wheel: Path) -> None:
@@ -278,3 +299,23 @@ def test_telescope_token_and_demo_fill_the_served_database(
         fetch_static(url + "/static/" + module.decode())
     [plotly] = re.findall(rb'id="plotly-src"[^>]* href="(/static/vendor/plotly/[^"]+)"', page)
     assert len(fetch_static(url + plotly.decode())) > 1_000_000
+
+
+def test_both_scripts_run_in_the_servers_install(venv: Path, tmp_path: Path) -> None:
+    """`telescope-sync` (the client's) and `telescope sync` (the server's) in one venv: the
+    same command, each under its own name; neither needs a database."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    for command in ([str(venv / "bin" / "telescope-sync")],
+                    [str(venv / "bin" / "telescope"), "sync"]):
+        helped = subprocess.run([*command, "--help"], cwd=tmp_path, env=clean_env(),
+                                capture_output=True, text=True, timeout=60)
+        assert helped.returncode == 0, helped.stderr
+        assert "--spool DIR" in helped.stdout and "telescope-sync" in helped.stdout
+        done = subprocess.run([*command, "--spool", str(spool)], cwd=tmp_path,
+                              env=clean_env(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"telescope sync: nothing to deliver in {spool}")
+    usage = subprocess.run([str(venv / "bin" / "telescope-sync"), "--help"], cwd=tmp_path,
+                           env=clean_env(), capture_output=True, text=True, timeout=60).stdout
+    assert usage.startswith("usage: telescope-sync ")

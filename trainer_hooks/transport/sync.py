@@ -1,7 +1,8 @@
 """`telescope sync`: deliver the outboxes trainers left undelivered (the server was down for
 the whole run, the process was killed) to the server and run each was meant for, like `wandb
-sync`. The command line is `trainer_hooks/sync.py` (`python -m trainer_hooks.sync`, and
-`telescope sync`, which needs no Django).
+sync`. The command line is `trainer_hooks/sync.py`: `telescope-sync` (the trainer client's
+console script, in every install), `telescope sync` (the server's), `python -m
+trainer_hooks.sync`; none needs Django.
 
 An outbox slot (`outbox`) remembers where its messages go: the run name, the server's ingest
 URL and the token the trainer used (`Outbox.remember_target`; the file is mode 0600). Its
@@ -43,7 +44,7 @@ log = logging.getLogger("trainer_hooks.sync")
 
 PATIENCE = 30.0  # seconds without an acknowledgement before a slot is given up
 OLD_OUTBOX = ("was written before outboxes kept their server and token: deliver it with "
-              "`telescope sync --url ws://HOST:PORT --token TOKEN` (the server and token the "
+              "`telescope-sync --url ws://HOST:PORT --token TOKEN` (the server and token the "
               "trainer used)")
 
 
@@ -59,7 +60,7 @@ def undelivered(run: str, url: str, left: Summary, path: Path | None, *, answere
                 "with this process: its outbox was in memory only")
     spool = path.parent.parent
     return (f"telescope: run {run!r}: {left.describe()} not delivered ({why}); spooled in "
-            f"{path}; deliver them with: telescope sync --spool {spool}")
+            f"{path}; deliver them with: telescope-sync --spool {spool}")
 
 
 @dataclass
