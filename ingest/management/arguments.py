@@ -37,9 +37,9 @@ def declare_ranges(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", required=True,
                    help="the run's name (as the runs page shows it)")
     p.add_argument("--strict", action="store_true",
-                   help="refuse the files when an entry has an unknown key (a typo such as "
-                   "reward_minimum), naming it; without it, unknown keys are named in a "
-                   "warning and ignored")
+                   help="make an unknown key of an entry (a typo such as reward_minimum) an "
+                   "error naming the key and its file, and declare nothing; without it, each "
+                   "unknown key is named in a warning and ignored")
     p.add_argument("file", type=Path, nargs="+", metavar="FILE",
                    help="a YAML file with a top-level `environments:` list; with several, "
                    "their lists together (an environment in two files is refused)")

@@ -136,8 +136,10 @@ def test_declare_ranges_declares_a_runs_ranges_and_strict_names_an_unknown_key(
     refused = telescope(data, "declare-ranges", "--strict", "--project", "p", "--run", "r",
                         str(tmp_path / "more.yaml"), str(tmp_path / "typo.yaml"))
     assert refused.returncode == 1
-    assert f"{tmp_path / 'typo.yaml'}: environments[0]: unknown key 'reward_minimum'" \
-        in refused.stderr
+    # An error, named with its file and key, that says so (not "ignored": nothing was).
+    assert f"{tmp_path / 'typo.yaml'}: environments[0]: unknown key 'reward_minimum' is an " \
+        "error with --strict (did you mean 'reward_min'?)" in refused.stderr
+    assert "ignored" not in refused.stderr and "warning" not in refused.stderr
     assert declared(data) == {"puzzles": (0.0, 4.0)}  # nothing changed
 
     both = telescope(data, "declare-ranges", "--project", "p", "--run", "r",

@@ -105,13 +105,18 @@ def test_declare_ranges_names_unknown_keys_and_strict_refuses_them(run: Run,
     with pytest.raises(CommandError) as exc:
         run_command("declare_ranges", "--strict", "--project", "p", "--run", "r", str(path))
     text = str(exc.value)
-    assert "environments[0]: unknown key 'reward_minimum' ignored (did you mean 'reward_min'?)" \
-        in text
-    assert "'rewardmax'" in text and "environments[0].metrics_ranges.correct" in text
-    assert "'inverse'" in text and "did you mean 'invert'?" in text
+    # Errors, each naming the file and the key; none says "ignored" (nothing was declared).
+    assert f"{path}: environments[0]: unknown key 'reward_minimum' is an error with --strict " \
+        "(did you mean 'reward_min'?)" in text
+    assert f"{path}: environments[0]: unknown key 'rewardmax' is an error" in text
+    assert f"{path}: environments[0].metrics_ranges.correct: unknown key 'inverse' is an " \
+        "error with --strict (did you mean 'invert'?)" in text
+    assert "ignored" not in text
     assert not Environment.objects.exists()
     out, err = run_command_err("declare_ranges", "--project", "p", "--run", "r", str(path))
-    assert "unknown key 'reward_minimum'" in err and "unknown key 'rewardmax'" in err
+    assert f"warning: {path}: environments[0]: unknown key 'reward_minimum' ignored (did you " \
+        "mean 'reward_min'?)" in err
+    assert "unknown key 'rewardmax' ignored" in err and "is an error" not in err
     assert "Declared 1 environment(s)" in out
     env = Environment.objects.get(run=run)
     assert (env.reward_min, env.reward_max) == (None, None)  # the typos declared nothing

@@ -11,8 +11,9 @@ A config entry (`config_entry`) is read the way Telescope's config schema reads 
 may be YAML numbers or numeric strings (`"2.0"`, PyYAML's string `2e0`), a missing `weight` is
 1.0, Telescope's `kwargs` is known (and not a declaration), and any other key is unknown: it is
 named in a warning, with the known key it is closest to, and ignored (`declare_ranges --strict`
-refuses the file instead). `reward_min == reward_max` is a degenerate range (every sample
-normalizes to 0.5).
+refuses the file instead, each key an error naming it and the file: `config_entries(...,
+unknown=STRICT)` words them so). `reward_min == reward_max` is a degenerate range (every
+sample normalizes to 0.5).
 
 An environment class or instance gives its `name`, `reward_min`, `reward_max`, `weight` and
 `metrics_ranges` attributes, class attributes and properties alike (Telescope's
@@ -85,10 +86,18 @@ def environment_declarations(source: Any) -> tuple[list[dict[str, Any]], list[st
     return out, problems
 
 
-def config_entries(envs: Any, field: str = "environments") -> tuple[Any, list[str]]:
+# What becomes of an unknown key, as its message says: left out of the entry (a warning), or
+# the whole file refused (`declare_ranges --strict`: an error).
+IGNORED = "ignored"
+STRICT = "is an error with --strict"
+
+
+def config_entries(envs: Any, field: str = "environments",
+                   unknown: str = IGNORED) -> tuple[Any, list[str]]:
     """An `environments:` list of a config in wire shape (`config_entry` per entry, `weight`
-    1.0 where missing), and the warnings naming unknown keys. Anything that is not a list of
-    mappings is returned as it is, for `parse_environments` to name."""
+    1.0 where missing), and the messages naming unknown keys, each saying what becomes of it
+    (`unknown`: IGNORED or STRICT). Anything that is not a list of mappings is returned as it
+    is, for `parse_environments` to name."""
     if not isinstance(envs, list):
         return envs, []
     out: list[Any] = []
@@ -97,18 +106,19 @@ def config_entries(envs: Any, field: str = "environments") -> tuple[Any, list[st
         if not isinstance(env, Mapping):
             out.append(env)
             continue
-        decl, found = config_entry(env, f"{field}[{i}]")
+        decl, found = config_entry(env, f"{field}[{i}]", unknown)
         decl.setdefault("weight", DEFAULT_WEIGHT)
         out.append(decl)
         warnings += found
     return out, warnings
 
 
-def config_entry(env: Mapping[Any, Any], where: str) -> tuple[dict[str, Any], list[str]]:
-    """One environment entry of a config in wire shape, and warnings naming its unknown keys
-    (those left out). Numeric strings become numbers; anything else is passed on as it is,
-    for the wire validator to name."""
-    warnings = _unknown_keys(env, ENTRY_KEYS, where)
+def config_entry(env: Mapping[Any, Any], where: str,
+                 unknown: str = IGNORED) -> tuple[dict[str, Any], list[str]]:
+    """One environment entry of a config in wire shape, and messages naming its unknown keys
+    (those left out; `unknown` says so in them). Numeric strings become numbers; anything else
+    is passed on as it is, for the wire validator to name."""
+    warnings = _unknown_keys(env, ENTRY_KEYS, where, unknown)
     out: dict[str, Any] = {}
     for key in ("name", "weight", "reward_min", "reward_max"):
         if env.get(key) is not None:
@@ -118,7 +128,8 @@ def config_entry(env: Mapping[Any, Any], where: str) -> tuple[dict[str, Any], li
         out["metrics_ranges"] = {}
         for metric, spec in ranges.items():
             if isinstance(spec, Mapping):
-                warnings += _unknown_keys(spec, RANGE_KEYS, f"{where}.metrics_ranges.{metric}")
+                warnings += _unknown_keys(spec, RANGE_KEYS, f"{where}.metrics_ranges.{metric}",
+                                          unknown)
                 spec = {k: _number(v) if k in ("min", "max") else v
                         for k, v in spec.items() if k in RANGE_KEYS}
             out["metrics_ranges"][metric] = spec
@@ -137,14 +148,15 @@ def _number(value: Any) -> Any:
     return value
 
 
-def _unknown_keys(obj: Mapping[Any, Any], known: tuple[str, ...], where: str) -> list[str]:
+def _unknown_keys(obj: Mapping[Any, Any], known: tuple[str, ...], where: str,
+                  unknown: str) -> list[str]:
     out = []
     for key in obj:
         if key in known:
             continue
         close = difflib.get_close_matches(str(key), known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        out.append(f"{where}: unknown key {key!r} ignored{hint}; known keys: "
+        out.append(f"{where}: unknown key {key!r} {unknown}{hint}; known keys: "
                    f"{', '.join(known)}")
     return out
 

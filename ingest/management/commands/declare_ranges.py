@@ -13,7 +13,7 @@ from ingest.management import arguments
 from ingest.management.progress import Progress
 from ingest.models import Run
 from ingest.write.store import replace_environments
-from trainer_hooks.rewards.ranges import config_entries
+from trainer_hooks.rewards.ranges import IGNORED, STRICT, config_entries
 from trainer_hooks.wire.protocol import ProtocolError, parse_environments
 from trainer_hooks.wire.schema import MAX_ENVIRONMENTS, EnvironmentDecl
 
@@ -66,8 +66,9 @@ class Command(BaseCommand):
             raise CommandError(f"{path} is not valid YAML: {exc}") from None
         if not isinstance(doc, dict) or "environments" not in doc:
             raise CommandError(f"{path} has no top-level 'environments:' list")
-        entries, warnings = config_entries(doc["environments"], "environments")
-        if warnings and strict:
+        entries, warnings = config_entries(doc["environments"], "environments",
+                                           STRICT if strict else IGNORED)
+        if warnings and strict:  # an error naming each key and this file: nothing declared
             raise CommandError(f"{path}: " + f"\n{path}: ".join(warnings))
         if warnings and progress is not None:
             progress.clear()
