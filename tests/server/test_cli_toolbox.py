@@ -1,6 +1,8 @@
 """`telescope` is the whole toolbox (docs/protocol.md "Commands", issue 32): every sub-command
-is listed by `telescope --help`, every option of each (and of the management commands they
-share an implementation with) has help text, `telescope declare-ranges` declares a run's
+is listed by `telescope --help` and in docs/protocol.md (with the trainer client's
+`telescope-sync`), every option of each (and of the management commands they share an
+implementation with) has help text, `telescope token` takes PROJECT, --list [PROJECT] or
+--revoke PREFIX, `telescope declare-ranges` declares a run's
 ranges (`--strict` refuses an unknown key, naming it), long commands' progress is plain lines
 when stderr is not a terminal and a bar redrawn in place when it is, and the pages name the
 commands that exist in a pip install."""
@@ -63,9 +65,31 @@ def test_telescope_help_lists_every_sub_command() -> None:
     assert all(str(choice.help).strip() for choice in sub._choices_actions)  # each one's line
 
 
-@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_docs_list_every_command() -> None:
+    """docs/protocol.md's table of commands: each `telescope` sub-command, and the client's
+    console script (clients/python/pyproject.toml)."""
+    protocol = (ROOT / "docs" / "protocol.md").read_text()
+    table = protocol.split("| command | what |", 1)[1].split("\n\n", 1)[0]
+    assert [n for n in subparsers() if f"`telescope {n} " not in table] == []
+    assert "`telescope-sync" in table
+    assert 'telescope-sync = "trainer_hooks.sync:main"' in (
+        ROOT / "clients" / "python" / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(subparsers()))
 def test_every_option_of_every_sub_command_has_help_text(name: str) -> None:
+    assert name in SUBCOMMANDS  # (and each of SUBCOMMANDS is listed by --help, above)
     assert silent(subparsers()[name]) == []
+
+
+def test_token_takes_a_project_a_list_or_a_revoke() -> None:
+    p = parser()
+    assert p.parse_args(["token", "alpha"]).project == "alpha"
+    listed = p.parse_args(["token", "--list", "alpha"])
+    assert listed.list and listed.project == "alpha"
+    assert p.parse_args(["token", "--revoke", "tsk_abcd"]).revoke == "tsk_abcd"
+    with pytest.raises(SystemExit):
+        p.parse_args(["token", "--list", "--revoke", "tsk_abcd"])
 
 
 @pytest.mark.parametrize(("app", "name"), [(app, name) for app, names in MANAGEMENT.items()
