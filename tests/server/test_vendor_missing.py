@@ -2,7 +2,7 @@
 commands that do not touch the static files work (`manage.py migrate`, `check`,
 `declare_ranges`, ...), and the ones that need the vendor files (`collectstatic`, and
 `telescope serve`, which collects before serving) refuse with one line naming `npm ci`
-(telescope_ui.assets, docs/operations.md "From a checkout"). Real subprocesses on a temporary
+(telescope_ui.assets, docs/operations.md "Running"). Real subprocesses on a temporary
 SQLite database, the vendor lookup pointed at an empty directory by the
 TELESCOPE_NODE_MODULES setting."""
 
