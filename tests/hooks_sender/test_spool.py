@@ -77,6 +77,30 @@ def test_messages_and_sample_identities_survive_reopening(tmp_path: Path) -> Non
         fresh.close()
 
 
+def test_typed_identities_come_back_as_the_ids_they_hold(tmp_path: Path) -> None:
+    """A samples message's int64 columns (per-sample steps, integer ids) are remembered as
+    narrow typed blocks and read back as the same ids, whatever their range."""
+    import numpy as np
+
+    spool = Outbox(tmp_path / "a.sqlite")
+    spool.take_incarnation(False, "inc")
+    sids = np.array([-5, 300, 70_000, 2**40], dtype=np.int64)  # int64 wide
+    fields = {"step": np.array([3, 3, 4, 4], dtype=np.int64), "env": ["x", "y", "x", None],
+              "group_id": np.array([1, 1, 2, 2], dtype=np.int64), "sample_id": sids}
+    lo, hi, data = identity_record(fields)
+    small = identity_record({**fields, "sample_id": np.array([1, 2, 3, 4])})[2]
+    assert (lo, hi) == (3, 4) and len(small) < len(data)  # (int8 ids: fewer bytes)
+    spool.append([Outgoing("m-1", "samples", 4, "msgpack", b"x", (lo, hi, data))])
+    spool.close()
+    again = Outbox(tmp_path / "a.sqlite")
+    try:
+        assert again.take_incarnation(True, "new") == "inc"
+        assert again.previous_keys(3, 4) == {3: {("x", "1", "-5"), ("y", "1", "300")},
+                                             4: {("x", "2", "70000"), ("", "2", str(2**40))}}
+    finally:
+        again.close()
+
+
 def test_a_committed_append_survives_sigkill_of_the_writer(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import sys, time

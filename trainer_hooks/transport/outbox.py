@@ -35,8 +35,8 @@ Tables:
   — `fmt` is 'msgpack' (binary frame) or 'json' (text frame); `n` the sample count.
 - `sealed(step_min, step_max, gen, incarnation, data, seq)` — which samples each process (`gen`)
   of this slot has sealed for which run incarnation (per samples message: msgpack `[step, env,
-  group ids, sample ids]`, as on the wire; `seq` the message's), for the last few thousand
-  steps, so a trainer that
+  group ids, sample ids]`, an integer array in its narrowest width, `narrow_ints`; `seq` the
+  message's), for the last few thousand steps, so a trainer that
   *resumes* its run (`connect(..., resume=True)`) and re-logs the steps after its checkpoint
   does not double-count samples already on their way. Only a resume of the same incarnation
   consults it; a new experiment under the same name never does.
@@ -66,6 +66,7 @@ from types import ModuleType
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from trainer_hooks.transport.spooled import TARGET_KEYS, Summary, summarize
 
@@ -102,6 +103,36 @@ CREATE INDEX IF NOT EXISTS sealed_seq ON sealed (seq);
 DROP TABLE IF EXISTS logged;
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+# An integer column of an identity record (this outbox's own, never sent): msgpack extension
+# NARROW + itemsize holding the values as little-endian int8/16/32/64, the narrowest that
+# holds them (one block of bytes instead of N msgpack items, no wider than msgpack's ints).
+NARROW = 16
+_WIDTHS = tuple((np.dtype(f"<i{k}"), np.iinfo(f"<i{k}")) for k in (1, 2, 4, 8))
+
+
+def identity_columns(data: bytes) -> list[Any]:
+    """An identity record back: [step, env, group ids, sample ids], plain Python values."""
+    columns: list[Any] = msgpack.unpackb(data, raw=False, ext_hook=_wide)
+    return columns
+
+
+def narrow_ints(value: Any) -> Any:
+    """An integer array as its NARROW extension value (anything else as it is)."""
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or not value.size:
+        return value
+    lo, hi = int(value.min()), int(value.max())
+    for dtype, info in _WIDTHS:
+        if info.min <= lo and hi <= info.max:
+            return msgpack.ExtType(NARROW + dtype.itemsize, value.astype(dtype).tobytes())
+    return value  # (uint64 beyond int64: as a list)
+
+
+def _wide(code: int, data: bytes) -> Any:
+    if code - NARROW in (1, 2, 4, 8):
+        return np.frombuffer(data, dtype=f"<i{code - NARROW}").tolist()
+    return msgpack.ExtType(code, data)
 
 
 @dataclass
@@ -391,7 +422,7 @@ class Outbox:
                                " step_max >= ? AND step_min <= ?",
                                (self.incarnation, self.gen, lo, hi))
         for (data,) in cur:
-            steps, env, gids, sids = msgpack.unpackb(data, raw=False)
+            steps, env, gids, sids = identity_columns(data)
             n = len(sids)
             steps = steps if isinstance(steps, list) else [steps] * n
             envs = env if isinstance(env, list) else [env] * n

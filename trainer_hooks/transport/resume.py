@@ -19,24 +19,32 @@ import msgpack
 import numpy as np
 
 from trainer_hooks.transport.bookkeeping import Bookkeeping
-from trainer_hooks.transport.outbox import Outbox
+from trainer_hooks.transport.outbox import Outbox, narrow_ints
 from trainer_hooks.transport.samples import SampleChunk
 
 PRUNE_EVERY = 200  # outbox writes between two prunings of the remembered samples
 
 
 def identity_record(fields: Mapping[str, Any]) -> tuple[int, int, bytes]:
-    """What the outbox keeps of a samples message for restart de-duplication."""
+    """What the outbox keeps of a samples message for restart de-duplication: msgpack of
+    `[step, env, group ids, sample ids]`, an integer array among them (the step, integer
+    ids) narrowed (`outbox.narrow_ints`; `outbox.identity_columns` reads it back, and the
+    lists of records written before)."""
     step = fields["step"]
-    lo, hi = (step, step) if isinstance(step, int) else (min(step), max(step))
-    data = msgpack.packb([step, fields.get("env"), fields["group_id"], fields["sample_id"]],
-                         use_bin_type=True, default=_as_list)
+    if isinstance(step, int):
+        lo = hi = step
+    elif isinstance(step, np.ndarray):
+        lo, hi = int(step.min()), int(step.max())
+    else:
+        lo, hi = min(step), max(step)
+    data = msgpack.packb([narrow_ints(step), fields.get("env"), narrow_ints(fields["group_id"]),
+                          narrow_ints(fields["sample_id"])], use_bin_type=True, default=_as_list)
     return lo, hi, data
 
 
 def _as_list(value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        return value.tolist()  # int64 id columns: read back as the ints they hold
+        return value.tolist()
     raise TypeError(f"cannot pack {type(value).__name__}")
 
 

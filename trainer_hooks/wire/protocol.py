@@ -277,16 +277,25 @@ _VALIDATORS: dict[str, Callable[[dict[str, Any], str, str, str], AnyMessage]] = 
 # ---------------------------------------------------------------- encoding
 
 
+_COLUMNAR = frozenset({"samples", "events", "gauges"})  # messages of columns: packed by parts
+
+
 def encode(message: dict[str, Any], fmt: str, *, pack_text: bool = True) -> bytes:
     """The bytes of one frame: `fmt` "json" (a text frame; numpy arrays become lists, NaN and
     ±Inf null) or "msgpack" (a binary frame; number arrays as typed arrays, see
     `trainer_hooks.wire.arrays`; text columns packed and compressed, `trainer_hooks.wire.texts`).
-    msgpack is packed field by field (a map field, such as `metrics`, item by item), so a big
-    batch never holds the GIL for one long C call while the training thread waits (zstd runs
-    without it). `pack_text`
+    A columnar message (samples, events, gauges) is packed field by field (a map field, such
+    as `metrics`, item by item), so a big batch never holds the GIL for one long C call while
+    the training thread waits (zstd runs without it); any other in one call. `pack_text`
     False: text columns as lists of strings (for a server older than packed text)."""
     if fmt == "json":
         return orjson.dumps(message, option=orjson.OPT_SERIALIZE_NUMPY)
+    if message.get("type") not in _COLUMNAR:
+        try:  # (a step's metrics, a control message: plain values, short; the same bytes)
+            packed: bytes = msgpack.packb(message, use_bin_type=True)
+            return packed
+        except (TypeError, ValueError):  # a numpy value: packed as below
+            pass
     packer = msgpack.Packer(use_bin_type=True, default=_plain_or_fail)
     parts = [packer.pack_map_header(len(message))]
     for key, value in message.items():
