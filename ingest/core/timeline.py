@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest.core.intervals import (
+    distinct,
     distinct_pairs,
     factorize,
     group_reduce,
@@ -197,13 +198,13 @@ def distinct_servers(ev: EventTable) -> int:
     weight_sync spans."""
     view = _View(ev)
     rows = (view.named("generation") | view.named("weight_sync")) & view.span
-    return int(np.unique(label_groups(ev.servers, ev.server[rows])[1]).size)
+    return int(distinct(label_groups(ev.servers, ev.server[rows])[1]).size)
 
 
 def distinct_ranks(ev: EventTable) -> int:
     """`buckets`' `ranks`: distinct ranks (null one of them) of the trainer spans."""
     view = _View(ev)
-    return int(np.unique(ev.rank[view.trainer & view.span]).size)
+    return int(distinct(ev.rank[view.trainer & view.span]).size)
 
 
 def step_series(ev: EventTable, lanes: int | None = None) -> StepTimings:
@@ -274,7 +275,7 @@ def _op_series(view: _View, spans: np.ndarray, steps: np.ndarray,
     cols["timing_microbatch_count"] = group_reduce(
         np.maximum, (keys // n_ranks % m)[is_forward], count[is_forward], m)
     pair_op, pair_step = pairs // m, pairs % m
-    for o in np.unique(pair_op).tolist():  # one loop per op name
+    for o in distinct(pair_op).tolist():  # one loop per op name
         mine = pair_op == o
         total, per = np.full(m, np.nan), np.full(m, np.nan)
         total[pair_step[mine]] = worst[mine]

@@ -15,7 +15,7 @@ from django.db.models import F, Field, JSONField
 
 from ingest.core import eventstore
 from ingest.core.commit import PointWriter
-from ingest.core.intervals import label_pairs
+from ingest.core.intervals import distinct, label_pairs
 from ingest.models import TimelineState
 from trainer_hooks.wire.schema import Events, Gauges, Labels
 
@@ -121,8 +121,8 @@ def summary(msg: Events) -> tuple[list[Any], list[Any], list[Any]]:
     trainer = span & _named(msg.source, "trainer")
     lanes = [list(pair) for pair in label_pairs(msg.server.values, msg.server.codes[generation],
                                                 msg.slot[generation])]
-    servers = [_label(msg.server, int(c)) for c in np.unique(msg.server.codes[generation | sync])]
-    ranks = [None if r < 0 else int(r) for r in np.unique(msg.rank[trainer]).tolist()]
+    servers = [_label(msg.server, int(c)) for c in distinct(msg.server.codes[generation | sync])]
+    ranks = [None if r < 0 else int(r) for r in distinct(msg.rank[trainer]).tolist()]
     return lanes, servers, ranks
 
 

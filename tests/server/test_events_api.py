@@ -190,10 +190,10 @@ def test_performance_buckets(client: Client, token: str) -> None:
 
 def test_gauges_per_name_host_and_device(client: Client, token: str) -> None:
     n = 30
-    msg = {"v": 1, "id": "g1", "type": "gauges", "run": "r",
-           "time": [T + i for i in range(n)] * 2,
-           "name": "gpu/util_pct", "value": [float(i) for i in range(2 * n)],
-           "host": "node-1", "device": [0] * n + [1] * n}
+    msg: dict[str, Any] = {"v": 1, "id": "g1", "type": "gauges", "run": "r",
+                           "time": [T + i for i in range(n)] * 2,
+                           "name": "gpu/util_pct", "value": [float(i) for i in range(2 * n)],
+                           "host": "node-1", "device": [0] * n + [1] * n}
     msg["value"][3] = None
     post(client, token, msg)
     post(client, token, {"v": 1, "id": "g2", "type": "gauges", "run": "r", "time": [T],
@@ -241,8 +241,8 @@ def test_series_recomputed_in_pieces_equal_the_whole_run(client: Client, token: 
 
     incremental: list[int] = []
 
-    def spy(ev: timeline.EventTable, new: int) -> Any:
-        found = affected(ev, new)
+    def spy(ev: timeline.EventTable, new: int, index: Any = None) -> Any:
+        found = affected(ev, new, index)
         if found is not None:
             incremental.append(found[0].size)
         return found

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from ingest.core import eventstore, timeline
-from ingest.core.timeline_delta import affected
+from ingest.core.intervals import label_mask
+from ingest.core.timeline_delta import RowIndex, _Keyed, affected
 from tests.support.timeline_oracle import ev, table
 from tests.unit.test_timeline_oracle import Points, assert_points, impl_points, random_run
 
@@ -95,3 +96,127 @@ def test_a_late_generation_touches_only_its_window() -> None:
 def test_save_batches_out_of_order_recompute_everything() -> None:
     rows = [ev("save_batch", 5.0, step=1), ev("save_batch", 3.0, step=2)]
     assert affected(table([*rows, ev("forward", 1.0, 2.0, step=1)]), 2) is None
+
+
+def scan(ev: timeline.EventTable, new: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """`affected` as it was before the RowIndex (one mask over every row per kind, the needed
+    rows as one mask): the reference the indexed version must equal, row for row."""
+    n = ev.n
+    fresh = np.zeros(n, dtype=bool)
+    fresh[new:] = True
+    span = ~np.isnan(ev.end)
+    stepped = ev.step >= 0
+
+    def named(name: str) -> np.ndarray:
+        return label_mask(ev.names, ev.name, name)
+
+    tls = named("training_loop_start") & ~span
+    if (tls & fresh).any():
+        return None
+    trainer = label_mask(ev.sources, ev.source, "trainer") & stepped
+    save = named("save_batch") & stepped
+    ends = (named("generation") | named("compute_reward")) & span
+    sync = named("weight_sync") & span & stepped
+    train_steps = np.unique(ev.step[trainer])
+    touched = [np.unique(ev.step[trainer & fresh])]
+    touched.append(after(train_steps, touched[0]))
+    rows = np.flatnonzero(save)
+    order = rows[np.lexsort((ev.start[rows], ev.step[rows]))]
+    firsts = np.ones(order.size, dtype=bool)
+    firsts[1:] = ev.step[order][1:] != ev.step[order][:-1]
+    save_steps, save_times = ev.step[order][firsts], ev.start[order][firsts]
+    if save_times.size > 1 and np.any(np.diff(save_times) <= 0):
+        return None
+    new_saves = np.unique(ev.step[save & fresh])
+    touched += [new_saves, after(save_steps, new_saves)]
+    window = np.searchsorted(save_times, ev.end[new:][ends[new:]], side="left")
+    touched.append(np.unique(save_steps[window[window < save_times.size]]))
+    touched.append(np.unique(ev.step[sync & fresh]))
+    steps = np.unique(np.concatenate(touched)).astype(np.int64)
+    at = np.searchsorted(train_steps, steps, side="left")
+    prev = train_steps[at[at > 0] - 1]
+    need = (trainer & np.isin(ev.step, np.concatenate([steps, prev]))) | tls | save
+    need |= sync & np.isin(ev.step, steps)
+    window = np.searchsorted(save_times, ev.end, side="left")
+    inside = ends & (window < save_times.size)
+    need[inside] |= np.isin(save_steps[window[inside]], steps)
+    return steps, np.flatnonzero(need)
+
+
+def after(steps: np.ndarray, of: np.ndarray) -> np.ndarray:
+    idx = np.searchsorted(steps, of, side="right")
+    return steps[idx[idx < steps.size]]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_index_kept_across_appends_finds_what_a_scan_finds(seed: int) -> None:
+    """The RowIndex, fed the run's rows piece by piece as the pipeline's cache grows (pieces
+    of random sizes, `new` at any earlier row), gives the same steps and the same rows as a
+    scan of every row: the recomputed series are the same numbers, bit for bit."""
+    rows, rng = random_run(seed)
+    if rng.random() < 0.7:
+        rising_saves(rows)
+    index = RowIndex()
+    cuts = sorted(rng.sample(range(1, len(rows)), k=6)) + [len(rows)]
+    compared = 0
+    for cut in cuts:
+        now = table(rows[:cut])
+        index.add(now)
+        for new in {cut - 1, rng.randrange(0, cut), index_cut(cuts, cut)}:
+            want, got = scan(now, new), affected(now, new, index)
+            assert (want is None) == (got is None)
+            if want is not None and got is not None:
+                assert got[0].tolist() == want[0].tolist()
+                assert got[1].tolist() == want[1].tolist()
+                compared += 1
+    assert compared
+
+
+def index_cut(cuts: list[int], cut: int) -> int:
+    """The previous cut (where the last pass ended), or 0."""
+    earlier = [c for c in cuts if c < cut]
+    return earlier[-1] if earlier else 0
+
+
+def test_an_index_of_other_rows_is_refused() -> None:
+    index = RowIndex()
+    index.add(table([ev("forward", 1.0, 2.0, step=1, rank=0)]))
+    with pytest.raises(ValueError, match="holds 1 rows"):
+        affected(table([ev("forward", 1.0, 2.0, step=1, rank=0)] * 2), 1, index)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_keyed_rows_merged_as_a_binary_counter_answer_every_window(seed: int) -> None:
+    """_Keyed: chunks of random sizes (ties and repeated keys included), merged as they come,
+    answer which rows have a key in windows (lo, hi] as a scan does, in few chunks."""
+    rng = np.random.default_rng(seed)
+    keyed = _Keyed(np.float64)
+    keys = np.zeros(0)
+    for _ in range(int(rng.integers(5, 40))):
+        part = np.round(rng.uniform(0, 100, int(rng.integers(1, 50))), 0)
+        keyed.add(part, np.arange(keys.size, keys.size + part.size))
+        keys = np.concatenate([keys, part])
+        for chunk_keys, chunk_rows in zip(keyed.keys, keyed.rows, strict=True):
+            assert np.all(np.diff(chunk_keys) >= 0)
+            assert np.all(keys[chunk_rows] == chunk_keys)
+        edges = np.unique(np.round(rng.uniform(-5, 105, int(rng.integers(2, 8))), 0))
+        lo, hi = edges[:-1], edges[1:]
+        got = np.sort(keyed.within(lo, hi))
+        want = np.flatnonzero(((keys[:, None] > lo) & (keys[:, None] <= hi)).any(axis=1))
+        assert got.tolist() == want.tolist()
+    assert len(keyed.keys) <= int(np.log2(max(keys.size, 1))) + 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pair_codes_number_pairs_as_np_unique_does(seed: int) -> None:
+    """The pipeline's (series, step) pair codes (old and new points matched up) are what
+    `np.unique` of the pairs as a structured array answers."""
+    from ingest.pipeline.timeline import _pair_codes
+
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 7, 3000):
+        pk, step = rng.integers(0, 30, n), rng.integers(-1, 2**62, n) % int(rng.integers(1, 500))
+        pairs = np.empty(n, dtype=[("pk", "<i8"), ("step", "<i8")])
+        pairs["pk"], pairs["step"] = pk, step
+        want = np.unique(pairs, return_inverse=True)[1]
+        assert _pair_codes(pk, step).tolist() == want.tolist()

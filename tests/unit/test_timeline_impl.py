@@ -318,3 +318,12 @@ def test_factorize_is_np_unique(values: list[int], shift: int) -> None:
         uniq, inv = intervals.factorize(x)
         want_u, want_inv = np.unique(x, return_inverse=True)
         assert uniq.tolist() == want_u.tolist() and inv.tolist() == want_inv.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40), st.integers(1, 60))
+def test_distinct_is_np_unique(values: list[int], mod: int) -> None:
+    for x in (np.array(values, dtype=np.int64), np.array([v % mod for v in values]),
+              np.array([v % mod for v in values], dtype=np.int32)):
+        got = intervals.distinct(x)
+        assert got.dtype == x.dtype and got.tolist() == np.unique(x).tolist()
