@@ -10,9 +10,11 @@ Two runs to load (`--run`):
 What is measured, from navigation start, as the median of `--loads` loads (min and max beside
 it), each figure with the machine's load average (`os.getloadavg()`, 1 minute, its range over
 the loads):
-- first screen drawn: the first animation frame in which every chart whose card intersects the
-  viewport shows its data — as a canvas sketch (while Plotly is still evaluating) or as a
-  Plotly chart;
+- first screen drawn: the first frame painted with every chart whose card intersects the
+  viewport showing its data — as a canvas sketch (while Plotly is still evaluating) or as a
+  Plotly chart. Read after that frame's animation callbacks and layout (a ResizeObserver's
+  callback), before its paint: the page draws in animation callbacks, and the next frame's
+  start may come only after a long task (Plotly's evaluation follows the sketches at once);
 - first screen interactive: the first animation frame in which every one of them is a Plotly
   chart with its data (hover, zoom and the chart's tools work) and the controls bar is built
   (its search field is there). The check runs in an animation frame, so the main thread was
@@ -45,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -106,9 +109,12 @@ def ingest(client: Client, steps: int, names: list[str], batch: int = 100) -> No
 
 
 # The first screen (the module's docstring): every chart in the viewport drawn with its data,
-# as a sketch (canvas, while plotly.min.js is still evaluating) or as a Plotly chart; and every
-# one of them a Plotly chart with the controls bar built. Both read in the page, in the same
-# animation frames (two waits from here would add a round trip to the second).
+# as a sketch (canvas, while plotly.min.js is still evaluating) or as a Plotly chart, read in
+# each frame once its animation callbacks ran (a ResizeObserver on a 1-px probe resized every
+# frame: its callback comes after them and layout, before the paint); and every one of them a
+# Plotly chart with the controls bar built, read at the start of the next frame (the main thread
+# free: an input is handled then). Both read in the page (two waits from here would add a round
+# trip to the second).
 FIRST_SCREEN = """timeoutMs => new Promise((resolve, reject) => {
   const done = plotlyOnly => {
     const charts = [...document.querySelectorAll('.chart')];
@@ -123,11 +129,20 @@ FIRST_SCREEN = """timeoutMs => new Promise((resolve, reject) => {
         && gd.data.some(t => t.x && t.x.length > 0); });
   };
   let drawn = null;
+  const probe = document.createElement('div');
+  probe.style.cssText = 'position:fixed;left:0;top:0;height:1px;width:1px;visibility:hidden';
+  document.documentElement.append(probe);
+  const painted = new ResizeObserver(() => {
+    if (drawn === null && done(false)) drawn = performance.now();
+  });
+  painted.observe(probe);
+  const finish = (value) => { painted.disconnect(); probe.remove(); return value; };
   const frame = () => {
     const now = performance.now();
     if (drawn === null && done(false)) drawn = now;
-    if (drawn !== null && done(true)) return resolve([drawn, now]);
-    if (now > timeoutMs) return reject(new Error('first screen not drawn in time'));
+    if (drawn !== null && done(true)) return resolve(finish([drawn, now]));
+    if (now > timeoutMs) return reject(finish(new Error('first screen not drawn in time')));
+    probe.style.width = probe.style.width === '1px' ? '2px' : '1px';
     requestAnimationFrame(frame);
   };
   frame();
@@ -155,7 +170,12 @@ TIMELINE = """() => {
                                         'responseEnd', Math.max)],
           ['DOMContentLoaded (modules ran, page built)', Math.round(nav.domContentLoadedEventEnd)],
           ['first series request sent', at(series, 'startTime', Math.min)],
-          ['first series response received', at(series, 'responseEnd', Math.min)]];
+          ['first series response received', at(series, 'responseEnd', Math.min)],
+          ...[['modules', 'metrics.js running'], ['plotly-asked', 'plotly.min.js asked for'],
+              ['plotly-ready', 'Plotly evaluated']].map(([name, what]) => {
+            const m = performance.getEntriesByName(`telescope:${name}`, 'mark')[0];
+            return [what, m ? Math.round(m.startTime) : null];
+          })];
 }"""
 
 
@@ -170,7 +190,7 @@ def live_latency(page: Any, server: LiveServer, token: str, names: list[str], st
     """Per live step: ack → drawn, ack → delta in the page, delta → drawn (ms)."""
     from websockets.sync.client import connect
 
-    sid = "step|" + urllib.request.quote(names[0], safe="") + "||"
+    sid = "step|" + urllib.parse.quote(names[0], safe="") + "||"
     page.evaluate("""sid => { const drawn = window.__drawn = {}, arrived = window.__arrived = {};
       document.addEventListener('telescope:drawn', e => {
         const s = e.detail.lastStep;
@@ -222,7 +242,7 @@ def heap_after_scroll(page: Any) -> tuple[float, float, int]:
 
 def _heap(cdp: Any) -> float:
     found = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
-    return found["JSHeapUsedSize"] / 2**20
+    return float(found["JSHeapUsedSize"]) / 2**20
 
 
 def pct(values: list[float], q: float) -> float:

@@ -362,8 +362,12 @@ export class Chart {
   }
 
   draw() {
-    const fig = this.figure();
     const Plotly = window.Plotly;
+    // Before Plotly, only the charts in view are sketched: a sketch out of view is work between
+    // the first screen and Plotly's evaluation that nobody sees (MetricsPage.onPlotly draws
+    // the charts near the viewport; one scrolled into view first is sketched then).
+    if (!Plotly && !this.inView) return;
+    const fig = this.figure();
     const startedAt = performance.now();
     this.lastDraw = startedAt; // the scheduler's interval runs from the start of a draw
     let kind = 'plotly';

@@ -50,7 +50,9 @@ export class Scheduler {
       }
       if (!chart.ready()) continue; // its data request resolves and asks again
       const interval = chart.inView ? this.minInterval : OFFSCREEN_INTERVAL_MS;
-      const due = chart.lastDraw + interval - performance.now();
+      // Never drawn (lastDraw 0): due at once. Counted from 0, a page younger than the interval
+      // (a warm load's first frame comes ~100 ms after navigation) held its first screen back.
+      const due = chart.lastDraw === 0 ? 0 : chart.lastDraw + interval - performance.now();
       if (due > 0) {
         wait = Math.min(wait, due);
         continue;
@@ -80,7 +82,12 @@ export class Scheduler {
 export class Visibility {
   constructor() {
     const each = (fn) => (entries) => entries.forEach((e) => e.target.chart && fn(e.target.chart, e.isIntersecting));
-    this.view = new IntersectionObserver(each((c, on) => { c.inView = on; }));
+    // A chart coming into view with nothing drawn (no sketch is drawn out of view: charts/
+    // chart.js draw) draws now.
+    this.view = new IntersectionObserver(each((c, on) => {
+      c.inView = on;
+      if (on && c.near && !c.rendered && !c.canvas) c.invalidate();
+    }));
     // Only a change: a chart primed near (primeInView) is not asked to load and draw again by
     // the observer's first report (it was drawn twice, 250 ms apart, on every first screen).
     this.near = new IntersectionObserver(each((c, on) => c.near !== on && c.setNear(on)), { rootMargin: NEAR_MARGIN });
