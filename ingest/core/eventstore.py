@@ -3,10 +3,13 @@
 A stored row is one blob per message: a msgpack map of little-endian numpy columns (floats as
 float64, an all-NaN one left out; integers and label codes in the narrowest integer type that
 holds them, an all-null one left out) and the label lists (the distinct names, sources,
-servers: integers as int64 bytes, strings as a list), that part zlib-compressed when it pays,
-and the sample and group ids the same way apart (the formulas never decode them). Decoding
-many blobs concatenates them into one `EventTable` (or `GaugeTable`), merging the label lists:
-each blob's codes are remapped through one small table, not row by row.
+servers: integers as int64 bytes, strings as a list), that part zstd-compressed when it pays
+(format 2; format 1, still read, used zlib), and the sample and group ids the same way apart
+(the formulas never decode them). Decoding many blobs concatenates them into one `EventTable`
+(or `GaugeTable`), merging the label lists: each blob's codes are remapped through one small
+table, not row by row. The sample and group ids' lists are joined, not merged (an id in two
+blobs is listed twice; a row's code still gives its id): ids are mostly distinct, and merging
+them went through a dict one id at a time.
 
 Pure: numpy and msgpack; no Django. The timeline's formulas (ingest.core.timeline) and the
 read API (`/events`, `/performance`, `/gauges`) work on what `decode_events` returns.
@@ -14,20 +17,28 @@ read API (`/events`, `/performance`, `/gauges`) work on what `decode_events` ret
 
 from __future__ import annotations
 
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 import numpy as np
+import zstandard
 
 from ingest.core.intervals import factorize
 from ingest.core.timeline import EventTable
 from trainer_hooks.wire.schema import EVENT_STATUSES, Events, Gauges, Labels
 
-FORMAT = 1
+FORMAT = 2  # what is written
+_READS = (1, 2)  # what is read: 1 compressed the label lists with zlib, 2 with zstd
 _INT_TYPES = ("<i1", "<i2", "<i4", "<i8")
-_ZLIB_MIN = 256  # label bytes below which compressing never pays
+_SQUEEZE_MIN = 256  # label bytes below which compressing never pays
+# How a blob's label lists are stored ("z", "zi"): False/0 as packed, True/1 zlib (format 1),
+# 2 zstd level 1 (format 2: ~4x faster than zlib level 1 and smaller, on 4,096 sample ids).
+_PLAIN, _ZLIB, _ZSTD = 0, 1, 2
+_ZSTD_LEVEL = 1
+_local = threading.local()  # a zstd context per thread (ingest threads share this module)
 
 # Columns by kind: (message field, table field, table list field for labels).
 _EVENT_FLOATS = ("start", "end")
@@ -116,16 +127,30 @@ def _encode(n: int, floats: dict[str, np.ndarray], ints: dict[str, np.ndarray],
     return msgpack.packb(out, use_bin_type=True)
 
 
-def _squeezed(lists: dict[str, Any]) -> tuple[bool, bytes]:
-    """(compressed?, the lists packed): zlib level 1 when it pays."""
+def _zstd() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+    pair = getattr(_local, "zstd", None)
+    if pair is None:
+        pair = _local.zstd = (zstandard.ZstdCompressor(level=_ZSTD_LEVEL),
+                              zstandard.ZstdDecompressor())
+    return pair
+
+
+def _squeezed(lists: dict[str, Any]) -> tuple[int, bytes]:
+    """(how stored, the lists packed): zstd when it pays."""
     packed = msgpack.packb(lists, use_bin_type=True)
-    squeezed = zlib.compress(packed, 1) if len(packed) >= _ZLIB_MIN else packed
-    return (True, squeezed) if len(squeezed) < len(packed) else (False, packed)
+    if len(packed) < _SQUEEZE_MIN:
+        return _PLAIN, packed
+    squeezed = _zstd()[0].compress(packed)
+    return (_ZSTD, squeezed) if len(squeezed) < len(packed) else (_PLAIN, packed)
 
 
 def _unsqueezed(m: dict[str, Any], z: str, key: str) -> dict[str, Any]:
-    data = m[key]
-    found: dict[str, Any] = msgpack.unpackb(zlib.decompress(data) if m[z] else data, raw=False)
+    data, how = m[key], m[z]
+    if how == _ZSTD and type(how) is int:
+        data = _zstd()[1].decompress(data)
+    elif how:  # True (format 1): zlib
+        data = zlib.decompress(data)
+    found: dict[str, Any] = msgpack.unpackb(data, raw=False)
     return found
 
 
@@ -220,8 +245,9 @@ def _decode_all(blobs: list[bytes], floats: tuple[str, ...], ints: tuple[str, ..
     maps = [msgpack.unpackb(b, raw=False) for b in blobs]
     cols: dict[str, Any] = {}
     for m in maps:
-        if m.get("v") != FORMAT:
-            raise ValueError(f"stored blob: format {m.get('v')!r}, this server reads {FORMAT}")
+        if m.get("v") not in _READS or type(m.get("v")) is not int:
+            raise ValueError(f"stored blob: format {m.get('v')!r}, this server reads "
+                             f"{' and '.join(map(str, _READS))}")
     ns = [int(m["n"]) for m in maps]
     for name in floats:
         cols[name] = _concat([_unpack_float(m[name], n) for m, n in zip(maps, ns, strict=True)],
@@ -238,7 +264,8 @@ def _decode_all(blobs: list[bytes], floats: tuple[str, ...], ints: tuple[str, ..
         parts = [(np.frombuffer(lst[name][0], dtype="<i8"), lst[name][1],
                   _unpack_int(m["codes"][name], n))
                  for m, lst, n in zip(maps, lists, ns, strict=True)]
-        cols[name + "s"], cols[name] = _merge(parts)  # name -> names, host -> hosts, ...
+        # name -> names, host -> hosts, ...
+        cols[name + "s"], cols[name] = (_join if name in _ID_LABELS else _merge)(parts)
     return cols
 
 
@@ -292,6 +319,22 @@ def _merge(parts: list[_Part]) -> tuple[list[Any], np.ndarray]:
         remap = np.concatenate([int_map, uniq.size + last_map, [-1]]).astype(np.int32)
         out.append(remap[codes])
     values: list[Any] = [*uniq.tolist(), *index]
+    return values, np.concatenate(out)
+
+
+def _join(parts: list[_Part]) -> tuple[list[Any], np.ndarray]:
+    """The parts' label lists one after the other (a label in two parts is listed twice) and
+    every part's codes shifted into the joined list (int32, -1 kept): for ids, where merging
+    looks up every id and finds few twice."""
+    values: list[Any] = []
+    out = []
+    for ints, strs, codes in parts:
+        shifted = np.asarray(codes, dtype=np.int32) + np.int32(len(values))
+        out.append(np.where(codes < 0, np.int32(-1), shifted))
+        values += ints.tolist()
+        values += strs
+    if not out:
+        return [], np.zeros(0, dtype=np.int32)
     return values, np.concatenate(out)
 
 

@@ -1,18 +1,21 @@
 """ingest.core.eventstore: `events` and `gauges` messages stored one blob each and read back as
 one table. Round trips keep every value and every null (integer and string servers and ids
-alike), many blobs with different label lists merge into one list without duplicates, and
-`window` takes exactly the events overlapping [t0, t1)."""
+alike), many blobs with different label lists merge into one list without duplicates (ids:
+joined, each row's id kept), blobs of the previous format (zlib) still read, and `window` takes
+exactly the events overlapping [t0, t1)."""
 
 from __future__ import annotations
 
 import math
 import random
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 import numpy as np
 import pytest
+import zstandard
 
 from ingest.core import eventstore as es
 from trainer_hooks.wire.schema import EVENT_STATUSES, Events, Gauges, Labels
@@ -114,15 +117,17 @@ def random_rows(rng: random.Random, n: int) -> list[dict[str, Any]]:
             row["end"] = start + rng.uniform(0, 5)
         row["source"] = rng.choice(["trainer", "inference", "orchestrator",
                                     f"w{rng.randint(0, 3)}"])
-        for key, pick in (("step", lambda: rng.randint(0, 1000)),
-                          ("rank", lambda: rng.randint(0, 7)),
-                          ("slot", lambda: rng.randint(0, 31)),
-                          ("tokens", lambda: rng.randint(0, 10**6)),
-                          ("status", lambda: rng.choice(EVENT_STATUSES)),
-                          ("server", lambda: rng.choice(servers)),
-                          ("sample_id", lambda: rng.choice([rng.randint(0, 10**4),
-                                                            f"id{rng.randint(0, 300)}"])),
-                          ("group_id", lambda: rng.choice([rng.randint(0, 99), "g"]))):
+        picks: tuple[tuple[str, Callable[[], Any]], ...] = (
+            ("step", lambda: rng.randint(0, 1000)),
+            ("rank", lambda: rng.randint(0, 7)),
+            ("slot", lambda: rng.randint(0, 31)),
+            ("tokens", lambda: rng.randint(0, 10**6)),
+            ("status", lambda: rng.choice(EVENT_STATUSES)),
+            ("server", lambda: rng.choice(servers)),
+            ("sample_id", lambda: rng.choice([rng.randint(0, 10**4),
+                                              f"id{rng.randint(0, 300)}"])),
+            ("group_id", lambda: rng.choice([rng.randint(0, 99), "g"])))
+        for key, pick in picks:
             if rng.random() < 0.6:
                 value = pick()
                 if value is not None:
@@ -134,14 +139,14 @@ def random_rows(rng: random.Random, n: int) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("seed", range(6))
 def test_many_blobs_with_different_dictionaries_concatenate(seed: int) -> None:
     """Each blob has its own label lists in its own order; decoding them together gives every
-    row in blob order and one list per label column, each label once."""
+    row in blob order and one list per label column, each label once (the ids' lists are
+    joined: a row's code gives its id, checked through to_columns)."""
     rng = random.Random(seed)
     parts = [random_rows(rng, rng.choice([1, 3, 40, 300])) for _ in range(rng.randint(2, 9))]
     blobs = [es.encode_events(message(rows, rng)) for rows in parts]
     table = es.decode_events(blobs)
     assert_columns(es.to_columns(table), expected([r for rows in parts for r in rows]))
-    for values in (table.names, table.sources, table.servers, table.sample_ids,
-                   table.group_ids):
+    for values in (table.names, table.sources, table.servers):
         keyed = [(type(v), v) for v in values]
         assert len(set(keyed)) == len(keyed), "a label listed twice"
     # concat_events (the same merge over decoded tables) agrees
@@ -157,14 +162,49 @@ def test_no_blobs_is_an_empty_table() -> None:
 
 def test_labels_are_compressed_only_when_it_pays() -> None:
     tiny = msgpack.unpackb(es.encode_events(message(MIXED[:2])), raw=False)
-    assert tiny["z"] is False
+    assert tiny["z"] == 0 and tiny["v"] == 2
     rows = [{"name": f"an/operation/with/a/long/name/{i % 300}", "start": float(i),
              "sample_id": f"sample-{i:08d}"} for i in range(4096)]
     big = msgpack.unpackb(es.encode_events(message(rows)), raw=False)
-    assert big["z"] is True
-    assert len(big["labels"]) < len(zlib.decompress(big["labels"]))
+    assert big["z"] == 2 and big["zi"] == 2  # zstd
+    unzstd = zstandard.ZstdDecompressor()
+    assert len(big["labels"]) < len(unzstd.decompress(big["labels"]))
+    assert len(big["ids"]) < len(unzstd.decompress(big["ids"]))
     table = es.decode_events([es.encode_events(message(rows))])
     assert_columns(es.to_columns(table), expected(rows))
+
+
+def as_format_1(blob: bytes) -> bytes:
+    """A format-2 blob as the previous format stored it: the same map, "v" 1, the label
+    lists (and ids) zlib level 1 where compressed, "z" / "zi" a bool."""
+    m = msgpack.unpackb(blob, raw=False)
+    m["v"] = 1
+    for z, key in (("z", "labels"), ("zi", "ids")):
+        if key in m:
+            if m[z] == 2:
+                m[key] = zlib.compress(zstandard.ZstdDecompressor().decompress(m[key]), 1)
+            m[z] = bool(m[z])
+    out: bytes = msgpack.packb(m, use_bin_type=True)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_blobs_of_format_1_still_read_beside_format_2(seed: int) -> None:
+    """A database written before zstd holds format-1 blobs (zlib): read alone and mixed with
+    new ones in one decode, they give what the rows were."""
+    rng = random.Random(seed)
+    parts = [random_rows(rng, rng.choice([3, 40, 600])) for _ in range(3)]
+    parts.insert(rng.randint(0, 3), [  # ids that compress
+        {"name": "generation", "start": float(i), "end": i + 0.5, "sample_id": f"s-{i:06d}"}
+        for i in range(2000)])
+    new = [es.encode_events(message(rows, rng)) for rows in parts]
+    old = [as_format_1(b) for b in new]
+    assert any(msgpack.unpackb(b, raw=False).get("zi") is True for b in old)
+    rows = [r for p in parts for r in p]
+    for blobs in (old, [b if i % 2 else o for i, (o, b) in enumerate(zip(old, new,
+                                                                           strict=True))]):
+        assert_columns(es.to_columns(es.decode_events(blobs)), expected(rows))
+        assert es.decode_events(blobs, ids=False).n == len(rows)
 
 
 def test_integer_columns_take_the_narrowest_type() -> None:
@@ -262,8 +302,8 @@ GAUGES = [
 
 def test_gauges_round_trip_and_merge() -> None:
     rng = random.Random(1)
-    more = [(200.0 + i, f"gpu/power_w{i % 3}", float(i), f"node-{i % 4}", i % 8)
-            for i in range(500)]
+    more: list[tuple[float, str, float | None, Any, Any]] = [
+        (200.0 + i, f"gpu/power_w{i % 3}", float(i), f"node-{i % 4}", i % 8) for i in range(500)]
     g = es.decode_gauges([es.encode_gauges(gauges(GAUGES)), es.encode_gauges(gauges(more, rng))])
     assert g.time.dtype == np.float64 and g.name.dtype == np.int32
     assert gauge_rows(g) == GAUGES + more
