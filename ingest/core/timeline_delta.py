@@ -17,9 +17,10 @@ A new `training_loop_start`, save_batch times that do not rise with the step (wi
 overlap), or a changed lane count touch everything: `affected` answers None (recompute all).
 
 Finding the rows needs the run's rows of each kind by step (trainer events, weight syncs) or
-by end (generation and compute_reward spans). A `RowIndex` keeps them as rows are appended (the
-pipeline's cached events, ingest.pipeline.timeline): a pass then costs what its new rows and
-the rows it returns cost, and a binary search per kept chunk, not a scan of every row.
+by end (generation and compute_reward spans). A `RowIndex` keeps, as rows are appended (the
+pipeline's cached events, ingest.pipeline.timeline), each block's range of those keys: a pass
+then reads its new rows and the blocks that may hold what it needs (in a run whose events come
+roughly in time order, the recent ones), not every row of the run.
 """
 
 from __future__ import annotations
@@ -60,69 +61,80 @@ def _kinds(ev: EventTable, lo: int, hi: int) -> _Kinds:
         sync=named("weight_sync") & span & stepped)
 
 
-class _Keyed:
-    """Rows of one kind ordered by a key (a step, an end time), as sorted chunks: a chunk per
-    append, the last two merged while the older is no larger (a binary counter: O(log n)
-    chunks, each row merged O(log n) times). Within a chunk rows are in (key, row) order."""
+class _Zones:
+    """A key's range per block of rows over the rows of one kind (a zone map): which blocks
+    may hold a row of that kind with a key in given windows. Nothing is sorted or copied; a
+    run whose events come roughly in time order keeps each block's range narrow, and a late
+    event only widens its own block's."""
 
     def __init__(self, dtype: type) -> None:
         self.dtype = dtype
-        self.keys: list[np.ndarray] = []
-        self.rows: list[np.ndarray] = []
+        info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else None
+        self.none = (info.max, info.min) if info else (np.inf, -np.inf)  # a block of none
+        self.lo = np.zeros(0, dtype=dtype)
+        self.hi = np.zeros(0, dtype=dtype)
 
-    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
-        """Append rows (ascending, after every row held) with their keys."""
-        if not rows.size:
+    def update(self, first: int, keys: np.ndarray, mine: np.ndarray, starts: np.ndarray
+               ) -> None:
+        """Blocks `first` on, recomputed from their rows' keys and kind (`starts`: each
+        block's first row among them)."""
+        if not starts.size:
             return
-        order = np.argsort(keys, kind="stable")
-        self.keys.append(np.asarray(keys[order], dtype=self.dtype))
-        self.rows.append(np.asarray(rows[order], dtype=np.int64))
-        while len(self.keys) > 1 and self.keys[-2].size <= self.keys[-1].size:
-            newer_keys, newer_rows = self.keys.pop(), self.rows.pop()
-            older_keys, older_rows = self.keys.pop(), self.rows.pop()
-            # the newer rows come after the older ones of an equal key: (key, row) order kept
-            at = np.searchsorted(older_keys, newer_keys, side="right") + np.arange(
-                newer_keys.size)
-            keys_out: np.ndarray = np.empty(older_keys.size + newer_keys.size, dtype=self.dtype)
-            rows_out = np.empty(keys_out.size, dtype=np.int64)
-            older = np.ones(keys_out.size, dtype=bool)
-            older[at] = False
-            keys_out[older], keys_out[at] = older_keys, newer_keys
-            rows_out[older], rows_out[at] = older_rows, newer_rows
-            self.keys.append(keys_out)
-            self.rows.append(rows_out)
+        lo = np.minimum.reduceat(np.where(mine, keys, self.none[0]).astype(self.dtype), starts)
+        hi = np.maximum.reduceat(np.where(mine, keys, self.none[1]).astype(self.dtype), starts)
+        self.lo = np.concatenate([self.lo[:first], lo])
+        self.hi = np.concatenate([self.hi[:first], hi])
 
-    def within(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """The rows whose key k lies in some window lo < k ≤ hi (windows disjoint)."""
-        found = [np.zeros(0, dtype=np.int64)]
-        for keys, rows in zip(self.keys, self.rows, strict=True):
-            a = np.searchsorted(keys, lo, side="right")
-            b = np.searchsorted(keys, hi, side="right")
-            found.append(_slices(rows, a, b))
-        return np.concatenate(found)
+    def blocks(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The blocks whose range meets some window lo < key ≤ hi (windows disjoint, in
+        ascending order)."""
+        if not lo.size:
+            return np.zeros(0, dtype=np.int64)
+        at = np.searchsorted(hi, self.lo, side="left")  # the first window ending at or after
+        meet = at < hi.size
+        meet[meet] = lo[at[meet]] < self.hi[meet]
+        return np.flatnonzero(meet)
 
 
-def _slices(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """values[a[0]:b[0]], values[a[1]:b[1]], ... joined, without a loop per slice."""
-    lengths = np.maximum(b - a, 0)
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """starts[0]..ends[0]-1, starts[1]..ends[1]-1, ... joined, without a loop per range."""
+    lengths = np.maximum(ends - starts, 0)
     total = int(lengths.sum())
     if not total:
-        return np.zeros(0, dtype=values.dtype)
+        return np.zeros(0, dtype=np.int64)
     firsts = np.cumsum(lengths) - lengths
-    out: np.ndarray = values[np.arange(total) + np.repeat(a - firsts, lengths)]
+    out: np.ndarray = np.arange(total, dtype=np.int64) + np.repeat(starts - firsts, lengths)
     return out
 
 
-class RowIndex:
-    """A run's rows as `affected` reads them, kept up to date as rows are appended: trainer
-    events and weight syncs by step, generation and compute_reward spans by end, the rows of
-    loop starts and save_batches, and the distinct steps with trainer events."""
+def _in_windows(keys: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Which keys lie in some window lo < key ≤ hi (windows disjoint, ascending)."""
+    if lo.size <= 8:  # a comparison per window while they are few
+        inside = np.zeros(keys.shape, dtype=bool)
+        for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+            inside |= (keys > a) & (keys <= b)
+        return inside
+    at = np.searchsorted(hi, keys, side="left")
+    inside = at < hi.size
+    inside[inside] = keys[inside] > lo[at[inside]]
+    return inside
 
-    def __init__(self) -> None:
+
+class RowIndex:
+    """A run's rows as `affected` reads them, kept up to date as rows are appended: per
+    block of BLOCK rows the range of the steps of its trainer events and of its weight syncs
+    and of the ends of its generation and compute_reward spans (zone maps), the rows of loop
+    starts and save_batches, and the distinct steps with trainer events. A query reads the
+    rows of the blocks whose range meets it, and keeps exactly the rows it asks for."""
+
+    BLOCK = 8192
+
+    def __init__(self, block: int = BLOCK) -> None:
+        self.block = block
         self.n = 0
-        self.trainer = _Keyed(np.int64)
-        self.sync = _Keyed(np.int64)
-        self.ends = _Keyed(np.float64)
+        self.trainer = _Zones(np.int64)
+        self.sync = _Zones(np.int64)
+        self.ends = _Zones(np.float64)
         self._tls: list[np.ndarray] = []
         self._save: list[np.ndarray] = []
         self.train_steps = np.zeros(0, dtype=np.int64)
@@ -133,16 +145,46 @@ class RowIndex:
         lo, hi = self.n, ev.n
         if hi <= lo:
             return
-        k = _kinds(ev, lo, hi)
+        first = lo // self.block  # a partial last block is recomputed with the new rows
+        a = first * self.block
+        k = _kinds(ev, a, hi)
+        starts = np.arange(0, hi - a, self.block)
+        step = ev.step[a:hi]
+        self.trainer.update(first, step, k.trainer, starts)
+        self.sync.update(first, step, k.sync, starts)
+        self.ends.update(first, ev.end[a:hi], k.ends, starts)
+        new = slice(lo - a, hi - a)
         rows = np.arange(lo, hi, dtype=np.int64)
-        step = ev.step[lo:hi]
-        self.trainer.add(step[k.trainer], rows[k.trainer])
-        self.sync.add(step[k.sync], rows[k.sync])
-        self.ends.add(ev.end[lo:hi][k.ends], rows[k.ends])
-        self._tls.append(rows[k.tls])
-        self._save.append(rows[k.save])
-        self.train_steps = distinct(np.concatenate([self.train_steps, step[k.trainer]]))
+        self._tls.append(rows[k.tls[new]])
+        self._save.append(rows[k.save[new]])
+        self.train_steps = distinct(np.concatenate([self.train_steps, step[new][k.trainer[new]]]))
         self.n = hi
+
+    def rows_of(self, zones: _Zones, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The rows of the blocks `zones` says may hold a key in the windows (lo, hi]."""
+        blocks = zones.blocks(lo, hi) * self.block
+        return _ranges(blocks, np.minimum(blocks + self.block, self.n))
+
+    def trainer_rows(self, ev: EventTable, steps: np.ndarray) -> np.ndarray:
+        """Rows of trainer events (with a step) of `steps` (sorted, distinct)."""
+        rows = self.rows_of(self.trainer, steps - 1, steps)
+        rows = rows[label_mask(ev.sources, ev.source[rows], "trainer")]
+        return rows[_in_windows(ev.step[rows], steps - 1, steps)]
+
+    def sync_rows(self, ev: EventTable, steps: np.ndarray) -> np.ndarray:
+        """Rows of weight_sync spans of `steps` (sorted, distinct)."""
+        rows = self.rows_of(self.sync, steps - 1, steps)
+        rows = rows[label_mask(ev.names, ev.name[rows], "weight_sync") & ~np.isnan(ev.end[rows])]
+        return rows[_in_windows(ev.step[rows], steps - 1, steps)]
+
+    def end_rows(self, ev: EventTable, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Rows of generation and compute_reward spans ending in a window (lo, hi]."""
+        rows = self.rows_of(self.ends, lo, hi)
+        name = ev.name[rows]
+        keep = label_mask(ev.names, name, "generation") | label_mask(ev.names, name,
+                                                                      "compute_reward")
+        rows = rows[keep]
+        return rows[_in_windows(ev.end[rows], lo, hi)]  # (a NaN end is in no window)
 
     @property
     def tls(self) -> np.ndarray:
@@ -198,14 +240,13 @@ def affected(ev: EventTable, new: int, index: RowIndex | None = None
     at = np.searchsorted(train_steps, steps, side="left")
     prev = train_steps[at[at > 0] - 1]
     wanted = np.union1d(steps, prev)
-    need = [index.trainer.within(wanted - 1, wanted), index.tls, saves,
-            index.sync.within(steps - 1, steps)]
+    need = [index.trainer_rows(ev, wanted), index.tls, saves, index.sync_rows(ev, steps)]
     at = np.searchsorted(save_steps, steps)
     mine = at < save_steps.size
     mine[mine] = save_steps[at[mine]] == steps[mine]
     his = save_times[at[mine]]
     los = np.where(at[mine] > 0, save_times[np.maximum(at[mine] - 1, 0)], -np.inf)
-    need.append(index.ends.within(los, his))
+    need.append(index.end_rows(ev, los, his))
     return steps, _rows(np.concatenate(need), ev.n)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from ingest.core import eventstore, timeline
 from ingest.core.intervals import label_mask
-from ingest.core.timeline_delta import RowIndex, _Keyed, affected
+from ingest.core.timeline_delta import RowIndex, _Zones, affected
 from tests.support.timeline_oracle import ev, table
 from tests.unit.test_timeline_oracle import Points, assert_points, impl_points, random_run
 
@@ -148,15 +148,17 @@ def after(steps: np.ndarray, of: np.ndarray) -> np.ndarray:
     return steps[idx[idx < steps.size]]
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, RowIndex.BLOCK])
 @pytest.mark.parametrize("seed", range(40))
-def test_the_index_kept_across_appends_finds_what_a_scan_finds(seed: int) -> None:
+def test_the_index_kept_across_appends_finds_what_a_scan_finds(seed: int, block: int) -> None:
     """The RowIndex, fed the run's rows piece by piece as the pipeline's cache grows (pieces
-    of random sizes, `new` at any earlier row), gives the same steps and the same rows as a
-    scan of every row: the recomputed series are the same numbers, bit for bit."""
+    of random sizes, `new` at any earlier row; blocks of rows from 1 to a whole run, partial
+    blocks completed by later pieces), gives the same steps and the same rows as a scan of
+    every row: the recomputed series are the same numbers, bit for bit."""
     rows, rng = random_run(seed)
     if rng.random() < 0.7:
         rising_saves(rows)
-    index = RowIndex()
+    index = RowIndex(block)
     cuts = sorted(rng.sample(range(1, len(rows)), k=6)) + [len(rows)]
     compared = 0
     for cut in cuts:
@@ -186,25 +188,33 @@ def test_an_index_of_other_rows_is_refused() -> None:
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_keyed_rows_merged_as_a_binary_counter_answer_every_window(seed: int) -> None:
-    """_Keyed: chunks of random sizes (ties and repeated keys included), merged as they come,
-    answer which rows have a key in windows (lo, hi] as a scan does, in few chunks."""
+def test_zones_name_every_block_that_holds_a_key_in_a_window(seed: int) -> None:
+    """_Zones: blocks of keys (some rows of another kind, blocks recomputed as a partial last
+    block fills) are named for windows (lo, hi] whenever one of their rows of the kind has a
+    key inside, and never when all of their keys of the kind lie outside every window."""
     rng = np.random.default_rng(seed)
-    keyed = _Keyed(np.float64)
-    keys = np.zeros(0)
-    for _ in range(int(rng.integers(5, 40))):
-        part = np.round(rng.uniform(0, 100, int(rng.integers(1, 50))), 0)
-        keyed.add(part, np.arange(keys.size, keys.size + part.size))
-        keys = np.concatenate([keys, part])
-        for chunk_keys, chunk_rows in zip(keyed.keys, keyed.rows, strict=True):
-            assert np.all(np.diff(chunk_keys) >= 0)
-            assert np.all(keys[chunk_rows] == chunk_keys)
-        edges = np.unique(np.round(rng.uniform(-5, 105, int(rng.integers(2, 8))), 0))
-        lo, hi = edges[:-1], edges[1:]
-        got = np.sort(keyed.within(lo, hi))
-        want = np.flatnonzero(((keys[:, None] > lo) & (keys[:, None] <= hi)).any(axis=1))
-        assert got.tolist() == want.tolist()
-    assert len(keyed.keys) <= int(np.log2(max(keys.size, 1))) + 1
+    for dtype in (np.int64, np.float64):
+        zones = _Zones(dtype)
+        keys = np.zeros(0, dtype=dtype)
+        mine = np.zeros(0, dtype=bool)
+        size = int(rng.integers(1, 9))
+        for _ in range(int(rng.integers(3, 15))):
+            m = int(rng.integers(1, 30))
+            keys = np.concatenate([keys, rng.integers(0, 100, m).astype(dtype)])
+            mine = np.concatenate([mine, rng.random(m) < 0.7])
+            first = (keys.size - m) // size
+            a = first * size
+            zones.update(first, keys[a:], mine[a:], np.arange(0, keys.size - a, size))
+            edges = np.unique(rng.integers(-5, 105, int(rng.integers(2, 8)))).astype(dtype)
+            lo, hi = edges[:-1], edges[1:]
+            hits = mine & ((keys[:, None] > lo) & (keys[:, None] <= hi)).any(axis=1)
+            want = np.unique(np.flatnonzero(hits) // size)
+            got = zones.blocks(lo, hi)
+            assert set(want.tolist()) <= set(got.tolist())
+            for b in set(got.tolist()) - set(want.tolist()):  # named: its range meets one
+                ks = keys[b * size:(b + 1) * size][mine[b * size:(b + 1) * size]]
+                assert ks.size and any(ks.min() <= h and ks.max() > lo_
+                                       for lo_, h in zip(lo, hi, strict=True))
 
 
 @pytest.mark.parametrize("seed", range(5))
