@@ -208,6 +208,40 @@ def test_titles_stay_whole_in_the_custom_view_at_both_viewports(page, demo):
         page.screenshot(path=str(ARTIFACTS / f"chart-words-custom-{size[0]}x{size[1]}.png"))
 
 
+def page_head(pg) -> dict[str, Any]:
+    """The page head's shown items (name, runs bar, view tabs, Copy link), each with its box's
+    top and bottom, and the head's own height."""
+    return pg.evaluate("""() => {
+        const head = document.querySelector('.page-head');
+        const items = [...head.children].filter(el => el.getClientRects().length > 0).map(el => {
+          const r = el.getBoundingClientRect();
+          return {what: el.id || el.className || el.tagName, top: r.top, bottom: r.bottom}; });
+        return {height: head.getBoundingClientRect().height, items,
+                link: document.querySelector('#page-link button')?.textContent ?? null}; }""")
+
+
+def test_the_page_head_is_one_line_at_both_viewports(page, demo):
+    """Name, runs bar, view tabs and Copy link on one line in the All and the Custom view (at
+    1280×800 Copy link used to wrap onto a line of its own); with a run overlaid the runs bar
+    may wrap inside its room, the tabs and Copy link stay on the name's line."""
+    dash, run_id, baseline = demo
+    for size in VIEWPORTS:
+        for query in ("", "?view=custom"):
+            page.set_viewport_size({"width": size[0], "height": size[1]})
+            page.goto(f"{dash.url}/runs/{run_id}/metrics{query}")
+            page.wait_for_selector("#page-link button")
+            head = page_head(page)
+            assert head["link"] == "Copy link"
+            assert len(head["items"]) == 4, (size, query, head)
+            tallest = max(i["bottom"] - i["top"] for i in head["items"])
+            assert head["height"] <= tallest + 1, (size, query, head)
+        page.goto(f"{dash.url}/runs/{run_id}/metrics?overlay={baseline}")
+        page.wait_for_function("document.querySelectorAll('#runbar .run-chip').length === 2")
+        name, *_, tabs, link = page_head(page)["items"]
+        for item in (tabs, link):
+            assert item["top"] < name["bottom"] and item["bottom"] > name["top"], (size, item)
+
+
 def line_traces(fig: Any) -> list[Any]:
     return [t for t in fig["data"] if t["meta"] and t["meta"]["role"] in ("raw", "env")]
 
