@@ -33,7 +33,7 @@ from devtools.live_server import ROOT, free_port
 SERVER_ROOTS = ("telescope_ui", "ingest")  # the server's wheel
 CLIENT_ROOTS = ("trainer_hooks",)  # the client's wheel, and nothing else
 DEV_ONLY = ("tests", "bench", "devtools")  # never in a wheel
-SERVER_DEPS = {"django", "channels", "daphne", "plotly", "numpy", "orjson", "msgpack",
+SERVER_DEPS = {"django", "channels", "daphne", "numpy", "orjson", "msgpack",
                "pyyaml", "websockets", "servestatic", "tsdownsample", "dj-database-url",
                "zstandard", "telescope-trainer-hooks"}
 CLIENT_DEPS = {"numpy", "orjson", "msgpack", "pyyaml", "websockets", "zstandard"}
