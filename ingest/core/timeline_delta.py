@@ -71,8 +71,8 @@ class _Zones:
         self.dtype = dtype
         info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else None
         self.none = (info.max, info.min) if info else (np.inf, -np.inf)  # a block of none
-        self.lo = np.zeros(0, dtype=dtype)
-        self.hi = np.zeros(0, dtype=dtype)
+        self.lo: np.ndarray = np.zeros(0, dtype=dtype)
+        self.hi: np.ndarray = np.zeros(0, dtype=dtype)
 
     def update(self, first: int, keys: np.ndarray, mine: np.ndarray, starts: np.ndarray
                ) -> None:
@@ -80,8 +80,10 @@ class _Zones:
         block's first row among them)."""
         if not starts.size:
             return
-        lo = np.minimum.reduceat(np.where(mine, keys, self.none[0]).astype(self.dtype), starts)
-        hi = np.maximum.reduceat(np.where(mine, keys, self.none[1]).astype(self.dtype), starts)
+        lo: np.ndarray = np.minimum.reduceat(
+            np.where(mine, keys, self.none[0]).astype(self.dtype), starts)
+        hi: np.ndarray = np.maximum.reduceat(
+            np.where(mine, keys, self.none[1]).astype(self.dtype), starts)
         self.lo = np.concatenate([self.lo[:first], lo])
         self.hi = np.concatenate([self.hi[:first], hi])
 
@@ -169,13 +171,15 @@ class RowIndex:
         """Rows of trainer events (with a step) of `steps` (sorted, distinct)."""
         rows = self.rows_of(self.trainer, steps - 1, steps)
         rows = rows[label_mask(ev.sources, ev.source[rows], "trainer")]
-        return rows[_in_windows(ev.step[rows], steps - 1, steps)]
+        found: np.ndarray = rows[_in_windows(ev.step[rows], steps - 1, steps)]
+        return found
 
     def sync_rows(self, ev: EventTable, steps: np.ndarray) -> np.ndarray:
         """Rows of weight_sync spans of `steps` (sorted, distinct)."""
         rows = self.rows_of(self.sync, steps - 1, steps)
         rows = rows[label_mask(ev.names, ev.name[rows], "weight_sync") & ~np.isnan(ev.end[rows])]
-        return rows[_in_windows(ev.step[rows], steps - 1, steps)]
+        found: np.ndarray = rows[_in_windows(ev.step[rows], steps - 1, steps)]
+        return found
 
     def end_rows(self, ev: EventTable, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Rows of generation and compute_reward spans ending in a window (lo, hi]."""
@@ -184,7 +188,8 @@ class RowIndex:
         keep = label_mask(ev.names, name, "generation") | label_mask(ev.names, name,
                                                                       "compute_reward")
         rows = rows[keep]
-        return rows[_in_windows(ev.end[rows], lo, hi)]  # (a NaN end is in no window)
+        found: np.ndarray = rows[_in_windows(ev.end[rows], lo, hi)]  # (NaN: in no window)
+        return found
 
     @property
     def tls(self) -> np.ndarray:
