@@ -401,6 +401,9 @@ def _labels(values: list[Any], codes: np.ndarray | None, n: int = 0) -> list[Any
 
 
 def _nullable(col: np.ndarray, null: np.ndarray) -> list[Any]:
+    if not null.any():  # (a column of generations' tokens, trainer events' ranks)
+        whole: list[Any] = col.tolist()
+        return whole
     out = col.astype(object)
     out[null] = None
     listed: list[Any] = out.tolist()

@@ -244,7 +244,7 @@ def affected(ev: EventTable, new: int, index: RowIndex | None = None
     # weight syncs.
     at = np.searchsorted(train_steps, steps, side="left")
     prev = train_steps[at[at > 0] - 1]
-    wanted = np.union1d(steps, prev)
+    wanted = distinct(np.concatenate([steps, prev]))
     need = [index.trainer_rows(ev, wanted), index.tls, saves, index.sync_rows(ev, steps)]
     at = np.searchsorted(save_steps, steps)
     mine = at < save_steps.size
