@@ -93,25 +93,32 @@ class Growing:
         self.lanes: set[tuple[Any, Any]] = set()
         self.rows = RowIndex()
 
-    def append(self, fresh: formulas.EventTable) -> None:
-        m, end = fresh.n, self.n + fresh.n
+    def append(self, parts: list[formulas.EventTable]) -> None:
+        """Append tables' rows (each with label lists of its own, integer columns of any
+        width: eventstore.decode_each's blobs), written straight into the columns."""
+        start = self.n
+        end = start + sum(t.n for t in parts)
         if end > self.cols["start"].size:
             size = max(end, 2 * self.cols["start"].size, 4096)
             for k, col in self.cols.items():
                 grown = np.empty(size, dtype=col.dtype)
                 grown[:self.n] = col[:self.n]
                 self.cols[k] = grown
-        for k, _ in self.NUMBERS:
-            self.cols[k][self.n:end] = getattr(fresh, k)
-        for code, plural in self.LABELS:
-            index, values = self.index[plural], self.lists[plural]
-            remap = np.array([index.setdefault(v, len(index)) for v in getattr(fresh, plural)]
-                             + [-1], dtype=np.int32)
-            values.extend(list(index)[len(values):])
-            self.cols[code][self.n:end] = remap[np.asarray(getattr(fresh, code), np.int64)]
+        at = start
+        for fresh in parts:
+            rows = slice(at, at + fresh.n)
+            for k, _ in self.NUMBERS:
+                self.cols[k][rows] = getattr(fresh, k)
+            for code, plural in self.LABELS:
+                index, values = self.index[plural], self.lists[plural]
+                remap = np.array([index.setdefault(v, len(index)) for v in getattr(fresh, plural)]
+                                 + [-1], dtype=np.int32)
+                values.extend(list(index)[len(values):])
+                self.cols[code][rows] = remap[getattr(fresh, code)]
+            at += fresh.n
         generation = self.index["names"].get("generation")
-        if generation is not None and m:
-            rows = slice(self.n, end)
+        if generation is not None and end > start:
+            rows = slice(start, end)
             gen = (self.cols["name"][rows] == generation) & ~np.isnan(self.cols["end"][rows])
             self.lanes.update(label_pairs(self.lists["servers"], self.cols["server"][rows][gen],
                                           self.cols["slot"][rows][gen]))
@@ -156,7 +163,7 @@ def run_events(run_id: int) -> Cached:
     if held is None:
         held = Cached(Growing(), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0)
     if rows:
-        held.events.append(eventstore.decode_events([bytes(r[2]) for r in rows], ids=False))
+        held.events.append(eventstore.decode_each([bytes(r[2]) for r in rows]))
         sizes = np.array([r[1] for r in rows], dtype=np.int64)
         held = Cached(held.events,
                       np.concatenate([held.ids, [r[0] for r in rows]]).astype(np.int64),
