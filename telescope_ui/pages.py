@@ -84,8 +84,8 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
     # and in the All view the first screen's series (ingest.reads.first_screen): its charts
     # are drawn without a series request.
     catalog = reads.catalog(run)
-    first = None if view == "custom" else embedded_json(first_screen.first_screen(
-        run.pk, catalog["series"], points_hint(request)), "run-series")
+    first = None if view == "custom" else embedded_json(first_screen.shared_axes(
+        first_screen.first_screen(run.pk, catalog["series"], points_hint(request))), "run-series")
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
                "catalog": catalog, "first_series": first,
                "modules": METRICS_MODULES + (CUSTOM_MODULES if view == "custom" else []),

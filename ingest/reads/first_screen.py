@@ -7,15 +7,19 @@ order — General, the trainer's sections by first appearance, then the fixed se
 FIXED_SECTIONS order — the catalog entries that charts draw (no normalized twin, no counter of
 the collapsed Data quality section), in catalog order within a section, until a budget of
 series and points is spent. The budget keeps the page small: every byte of it comes before the
-page's modules can run (the demo's first screen, ~75 series of 200 points, is ~0.5 MB of JSON,
-~50 KB gzipped). A
-guess that misses a chart costs that chart one series request, as without the embedding; what
-is embedded is exactly what `series` returns for the same ids and `max_points`.
+page's modules can run. A guess that misses a chart costs that chart one series request, as
+without the embedding; what is embedded is exactly what `series` returns for the same ids and
+`max_points`, each distinct pair of step and time arrays written once (`shared_axes`): series
+logged at the same steps share them (the demo's 75 series share one pair: its first screen is
+~160 KB of JSON instead of ~520 KB, which the server gzips and the browser parses before the
+page's modules run).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from ingest.reads import catalog as reads
 
@@ -78,3 +82,21 @@ def first_screen(run_id: int, entries: list[dict[str, Any]], max_points: int,
                 return {"max_points": max_points, "seq": seq, "series": out}
             out[sid] = payload
     return {"max_points": max_points, "seq": seq or 0, "series": out}
+
+
+def shared_axes(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (first_screen's) with each distinct pair of step and time arrays once, in
+    `axes` (`[[step, time], …]`), and each series naming its pair by index (`axis`) instead of
+    holding it. static/js/metrics.js takeEmbedded puts them back."""
+    axes: list[list[Any]] = []
+    index: dict[tuple[bytes, bytes, str, str], int] = {}
+    series: dict[str, Any] = {}
+    for sid, payload in body["series"].items():
+        step, time = np.asarray(payload["step"]), np.asarray(payload["time"])
+        key = (step.tobytes(), time.tobytes(), step.dtype.str, time.dtype.str)
+        if key not in index:
+            index[key] = len(axes)
+            axes.append([payload["step"], payload["time"]])
+        series[sid] = {**{k: v for k, v in payload.items() if k not in ("step", "time")},
+                       "axis": index[key]}
+    return {**body, "axes": axes, "series": series}

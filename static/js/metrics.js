@@ -203,10 +203,14 @@ class MetricsPage {
    * The first screen's series the page came with (telescope_ui/pages.py, ingest/reads/
    * first_screen.py): each taken as a series response, when it is what this page would ask
    * for — read at this page's points per trace, or whole (not downsampled) and within them.
+   * Series share their step and time arrays (`axes`, first_screen.shared_axes): the store
+   * copies what it takes (charts/transforms.js fromPayload).
    */
-  takeEmbedded(store, { max_points: points, seq, series }) {
-    for (const [sid, payload] of Object.entries(series)) {
+  takeEmbedded(store, { max_points: points, seq, axes = [], series }) {
+    for (const [sid, shared] of Object.entries(series)) {
       if (!store.catalog.has(sid)) continue;
+      const axis = axes[shared.axis];
+      const payload = axis ? { ...shared, step: axis[0], time: axis[1] } : shared;
       if (points === store.maxPoints || (!payload.downsampled && payload.step.length <= store.maxPoints)) {
         store.loaded(sid, payload, seq);
       }

@@ -80,10 +80,30 @@ def run_id() -> int:
 
 
 def embedded(html: str) -> dict[str, Any]:
+    """The page's first screen, each series with its step and time arrays put back from the
+    shared `axes` (as static/js/metrics.js takeEmbedded does)."""
     found = scripts(html)
     assert found.types["run-series"] == "application/json"  # data, never run (CSP)
     body: dict[str, Any] = orjson.loads(found.found["run-series"])
+    axes = body.pop("axes")
+    for sid, payload in body["series"].items():
+        step, time = axes[payload.pop("axis")]
+        body["series"][sid] = {"step": step, "time": time, **payload}
     return body
+
+
+def test_series_logged_at_the_same_steps_share_their_step_and_time_arrays(run_id: int) -> None:
+    html = Client().get(f"/runs/{run_id}/metrics").content.decode()
+    raw = orjson.loads(scripts(html).found["run-series"])
+    # Steps 0..29 for every series: the trainer's keys at the times it sent, the sections
+    # derived from its samples at the times they were received (another pair).
+    assert len(raw["axes"]) == 2 and len(raw["series"]) > 5
+    assert all("step" not in p and "time" not in p for p in raw["series"].values())
+    trainer = {p["axis"] for sid, p in raw["series"].items() if sid.startswith("step|")}
+    derived = {p["axis"] for sid, p in raw["series"].items() if not sid.startswith("step|")}
+    assert len(trainer) == len(derived) == 1 and trainer != derived
+    step, time = raw["axes"][trainer.pop()]
+    assert step == list(range(30)) and time == [1000.0 + n for n in range(30)]
 
 
 def test_the_page_embeds_what_the_series_api_returns(run_id: int) -> None:
