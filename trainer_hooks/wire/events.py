@@ -331,7 +331,7 @@ def _encoded_labels(value: dict[str, Any], name: str, n: int, ints: bool, *, req
         raise ProtocolError("wrong_type", f"{name}.values", f"{name}.values must be a list")
     _check_labels(values, name, ints, required=True, scalar=False, rows=values,
                   field=f"{name}.values")
-    if len(dict.fromkeys(values)) != len(values):
+    if len(set(values)) != len(values):  # (a set: half the time of dict.fromkeys)
         raise ProtocolError("invalid", f"{name}.values", f"{name}.values must be distinct")
     if is_array(raw):
         if raw.dtype.kind != "i":
