@@ -113,46 +113,61 @@ def ingest(client: Client, steps: int, names: list[str], batch: int = 100) -> No
 # each frame once its animation callbacks ran (a ResizeObserver on a 1-px probe resized every
 # frame: its callback comes after them and layout, before the paint); and every one of them a
 # Plotly chart with the controls bar built, read at the start of the next frame (the main thread
-# free: an input is handled then). Both read in the page (two waits from here would add a round
-# trip to the second).
-FIRST_SCREEN = """timeoutMs => new Promise((resolve, reject) => {
-  const done = plotlyOnly => {
-    const charts = [...document.querySelectorAll('.chart')];
-    if (!charts.length) return false;
-    if (plotlyOnly && !document.querySelector('#controls input[type=search]')) return false;
-    const h = innerHeight;
-    const inView = charts.filter(c => { const r = c.getBoundingClientRect();
-                                        return r.bottom > 0 && r.top < h && !c.hidden; });
-    return inView.length > 0 && inView.every(c => { const gd = c.querySelector('.plot');
-      if (!plotlyOnly && c.classList.contains('sketched')) return true;
-      return c.classList.contains('rendered') && gd.data
-        && gd.data.some(t => t.x && t.x.length > 0); });
-  };
-  let drawn = null;
-  const probe = document.createElement('div');
-  probe.style.cssText = 'position:fixed;left:0;top:0;height:1px;width:1px;visibility:hidden';
-  document.documentElement.append(probe);
-  const painted = new ResizeObserver(() => {
-    if (drawn === null && done(false)) drawn = performance.now();
+# free: an input is handled then). Both read in the page from its first frame on: an init
+# script of the browser context (a wait started from here begins only once Playwright's
+# evaluation reaches the page, which on a busy machine came after a warm load's sketches).
+FIRST_SCREEN = """(() => {
+  if (!/\\/metrics$/.test(location.pathname)) return;
+  const timeoutMs = 60000;
+  window.__firstScreen = new Promise((resolve, reject) => {
+    const done = plotlyOnly => {
+      const charts = [...document.querySelectorAll('.chart')];
+      if (!charts.length) return false;
+      if (plotlyOnly && !document.querySelector('#controls input[type=search]')) return false;
+      const h = innerHeight;
+      const inView = charts.filter(c => { const r = c.getBoundingClientRect();
+                                          return r.bottom > 0 && r.top < h && !c.hidden; });
+      return inView.length > 0 && inView.every(c => { const gd = c.querySelector('.plot');
+        if (!plotlyOnly && c.classList.contains('sketched')) return true;
+        return c.classList.contains('rendered') && gd.data
+          && gd.data.some(t => t.x && t.x.length > 0); });
+    };
+    let drawn = null;
+    const probe = document.createElement('div');
+    probe.style.cssText = 'position:fixed;left:0;top:0;height:1px;width:1px;visibility:hidden';
+    const painted = new ResizeObserver(() => {
+      if (drawn === null && done(false)) drawn = performance.now();
+    });
+    document.addEventListener('DOMContentLoaded', () => {
+      document.body.append(probe);
+      painted.observe(probe);
+    });
+    const finish = (value) => { painted.disconnect(); probe.remove(); return value; };
+    const frame = () => {
+      const now = performance.now();
+      if (drawn === null && done(false)) drawn = now;
+      if (drawn !== null && done(true)) return resolve(finish([drawn, now]));
+      if (now > timeoutMs) return reject(finish(new Error('first screen not drawn in time')));
+      probe.style.width = probe.style.width === '1px' ? '2px' : '1px';
+      requestAnimationFrame(frame);
+    };
+    frame();
   });
-  painted.observe(probe);
-  const finish = (value) => { painted.disconnect(); probe.remove(); return value; };
-  const frame = () => {
-    const now = performance.now();
-    if (drawn === null && done(false)) drawn = now;
-    if (drawn !== null && done(true)) return resolve(finish([drawn, now]));
-    if (now > timeoutMs) return reject(finish(new Error('first screen not drawn in time')));
-    probe.style.width = probe.style.width === '1px' ? '2px' : '1px';
-    requestAnimationFrame(frame);
-  };
-  frame();
-})"""
+})()"""
+
+
+def new_context(browser: Any, **options: Any) -> Any:
+    """A fresh browser context whose Metrics pages time their first screen (FIRST_SCREEN)."""
+    ctx = browser.new_context(**options)
+    ctx.add_init_script(FIRST_SCREEN)
+    return ctx
 
 
 def first_screen(page: Any, url: str) -> tuple[float, float]:
-    """(ms to the first screen drawn, ms to the first screen interactive)."""
+    """(ms to the first screen drawn, ms to the first screen interactive); `page` of a
+    `new_context`."""
     page.goto(url, wait_until="commit")
-    drawn, interactive = page.evaluate(FIRST_SCREEN, 60_000)
+    drawn, interactive = page.evaluate("window.__firstScreen")
     return float(drawn), float(interactive)
 
 
@@ -291,7 +306,7 @@ class Loads:
 
     def measure(self, browser: Any, url: str, viewport: tuple[int, int], timeline_too: bool
                 ) -> None:
-        ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        ctx = new_context(browser, viewport={"width": viewport[0], "height": viewport[1]})
         page = ctx.new_page()
         self.load.append(os.getloadavg()[0])
         self.cold.append(first_screen(page, url))
@@ -361,7 +376,7 @@ def main() -> None:
                         results[(label, vp)].measure(browser, url, vp, args.timeline)
             charts = 0
             if args.run == "big":
-                ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+                ctx = new_context(browser, viewport={"width": 1400, "height": 900})
                 page = ctx.new_page()
                 first_screen(page, pages["this checkout"])
                 page.wait_for_timeout(1000)
@@ -371,7 +386,7 @@ def main() -> None:
                 charts = page.evaluate("document.querySelectorAll('.chart').length")
                 ctx.close()
             else:
-                ctx = browser.new_context()
+                ctx = new_context(browser)
                 page = ctx.new_page()
                 first_screen(page, pages["this checkout"])
                 charts = page.evaluate("document.querySelectorAll('.chart').length")
