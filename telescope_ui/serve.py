@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> None:
     import django
 
     django.setup()
+    from django.db import connection
+
+    if hasattr(connection, "install_write_lock"):  # the embedded SQLite: its writers wait on
+        connection.install_write_lock()  # one lock, not in SQLite's sleeps (telescope_ui.sqlite3)
     check_database()
     check_static(args.collectstatic, args.verbosity)
     from daphne.server import Server

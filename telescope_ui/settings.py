@@ -139,7 +139,8 @@ if os.environ.get("DATABASE_URL"):
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            # Django's SQLite backend with the server's shared write lock (telescope_ui.sqlite3)
+            "ENGINE": "telescope_ui.sqlite3",
             "NAME": str(DATA_DIR / "telescope.sqlite3"),
             "CONN_MAX_AGE": None,  # reconnecting re-runs the PRAGMAs: keep connections
             # IMMEDIATE: writers take the lock at BEGIN, so two writers never deadlock upgrading.

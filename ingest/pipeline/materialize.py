@@ -199,7 +199,8 @@ def worker_pool() -> ProcessPoolExecutor | None:
     if _POOL is None:  # (the database it works on: this process's, a test database too)
         _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                     initializer=start_worker,
-                                    initargs=(connection.settings_dict["NAME"],))
+                                    initargs=(connection.settings_dict["NAME"],
+                                              getattr(connection, "shared_write_lock", None)))
     return _POOL
 
 
@@ -646,6 +647,8 @@ class Materializer:
         except BrokenProcessPool:
             if _POOL is pool:  # the worker died (e.g. killed): start a new one next time
                 _POOL = None
+                if hasattr(connection, "install_write_lock"):  # it may have died holding the
+                    connection.install_write_lock()  # write lock: the new worker gets a new one
             raise
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:

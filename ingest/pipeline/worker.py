@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any, cast
 
 POLL_SECONDS = 0.5
 
@@ -28,9 +29,10 @@ def die_with_parent() -> None:
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
-def start_worker(database_name: str) -> None:
+def start_worker(database_name: str, write_lock: Any = None) -> None:
     """The worker's initializer: `database_name` is the server's (settings it changed at run
-    time, such as a test database's name, do not reach a spawned process otherwise)."""
+    time, such as a test database's name, do not reach a spawned process otherwise), and
+    `write_lock` the server's SQLite write lock when it has one (telescope_ui.sqlite3)."""
     die_with_parent()
     os.environ["TELESCOPE_AGGREGATE_WORKERS"] = "0"  # it is the worker
     import django
@@ -39,3 +41,5 @@ def start_worker(database_name: str) -> None:
     from django.db import connections
 
     connections["default"].settings_dict["NAME"] = database_name
+    if write_lock is not None:  # the embedded backend's (telescope_ui.sqlite3)
+        cast(Any, connections["default"]).install_write_lock(write_lock)
