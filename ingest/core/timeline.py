@@ -330,8 +330,9 @@ def _window_series(view: _View, saved: np.ndarray, tls: float, lanes: int,
         win, j = in_windows(ev.end[rows], a, b)
         j = rows[j]
         status = ev.status[j].astype(np.int64)
-        duration = ev.end[j] - ev.start[j]
-        clipped = ev.end[j] - np.maximum(ev.start[j], a[win])
+        end, start = ev.end[j], ev.start[j]  # (gathered once)
+        duration = end - start
+        clipped = end - np.maximum(start, a[win])
         # Σ clipped per (window, status + 1): null, normal, discarded, canceled, eval
         by = np.bincount(win * 5 + status + 1, clipped, 5 * w).reshape(w, 5) / capacity[:, None]
         pct = {"normal": by[:, 0] + by[:, 1], "discarded": by[:, 2], "canceled": by[:, 3],
