@@ -154,14 +154,18 @@ def _unsqueezed(m: dict[str, Any], z: str, key: str) -> dict[str, Any]:
     return found
 
 
+_INT_RANGES = [(kind, int(np.iinfo(kind).min), int(np.iinfo(kind).max)) for kind in _INT_TYPES]
+
+
 def _pack_int(col: np.ndarray, name: str) -> list[Any] | None:
     """[type, bytes] in the narrowest type holding every value; None when all are -1."""
-    if col.size == 0 or not np.any(col != -1):
+    if col.size == 0:
         return None
     lo, hi = int(col.min()), int(col.max())
-    for kind in _INT_TYPES:
-        info = np.iinfo(kind)
-        if info.min <= lo and hi <= info.max:
+    if lo == hi == -1:
+        return None
+    for kind, kind_lo, kind_hi in _INT_RANGES:
+        if kind_lo <= lo and hi <= kind_hi:
             return [kind, np.ascontiguousarray(col, dtype=kind).tobytes()]
     raise ValueError(f"{name}: {lo}..{hi} does not fit in 64 bits")
 
@@ -169,13 +173,14 @@ def _pack_int(col: np.ndarray, name: str) -> list[Any] | None:
 def _split(lab: Labels, name: str) -> tuple[list[int], list[str], np.ndarray]:
     """A label column as (its integer labels, its string labels, codes into both joined)."""
     kinds = set(map(type, lab.values))  # (in C: the usual column is of one kind)
+    values = lab.values if type(lab.values) is list else list(lab.values)  # (not copied)
     if kinds <= {str}:
-        return [], list(lab.values), np.asarray(lab.codes, dtype=np.int64)  # type: ignore[arg-type]
+        return [], values, np.asarray(lab.codes)  # type: ignore[return-value]
     if kinds <= {int}:
-        ints_only: list[int] = list(lab.values)  # type: ignore[arg-type]
+        ints_only: list[int] = values  # type: ignore[assignment]
         if not -(1 << 63) <= min(ints_only) <= max(ints_only) < (1 << 63):
             raise ValueError(f"{name}: an integer label does not fit in 64 bits")
-        return ints_only, [], np.asarray(lab.codes, dtype=np.int64)
+        return ints_only, [], np.asarray(lab.codes)
     is_int = [isinstance(v, int | np.integer) for v in lab.values]
     order = [i for i, k in enumerate(is_int) if k] + [i for i, k in enumerate(is_int) if not k]
     remap = np.full(len(order) + 1, -1, dtype=np.int64)
