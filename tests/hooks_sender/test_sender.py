@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import sqlite3
 import threading
 import time
@@ -222,8 +223,11 @@ def test_log_calls_after_close_are_counted_and_named(tmp_path: Path) -> None:
     assert c.close() is True  # idempotent: the answer of the first close
 
 
-def test_a_full_queue_makes_the_caller_wait_instead_of_dropping(tmp_path: Path) -> None:
-    c = offline(tmp_path, max_queue=10, poll_interval=5.0)
+@pytest.mark.parametrize("sender", ["thread", "process"])
+def test_a_full_queue_makes_the_caller_wait_instead_of_dropping(tmp_path: Path,
+                                                                  sender: str) -> None:
+    # thread: the call queue holds 10 calls; process: the shared memory holds ~50
+    c = offline(tmp_path, max_queue=10, poll_interval=5.0, sender=sender, ring_bytes=4096)
     try:
         for i in range(500):
             c.log_step(i, {"a": float(i)})
@@ -361,6 +365,7 @@ def test_messages_are_pipelined_within_the_in_flight_bound(tmp_path: Path) -> No
     # every 50 ms) must have several frames out at once, and never more than max_in_flight.
     with ScriptedServer(lambda m, n: "ack", ack_delay=0.3) as server:
         c = connect(server.url, "tok", "r", spool_dir=tmp_path, max_in_flight=3)
+        assert c.flush(10)  # run.start stored: the sender is connected
         for step in range(100):
             c.log_step(step, {"a": float(step)})
             time.sleep(0.005)
@@ -485,9 +490,9 @@ def test_a_finished_run_leaves_no_outbox_behind_once_everything_is_acknowledged(
         for c in (trainer, worker):
             c.log_samples(1, sample_id=["a", "b"], group_id=0, reward=[0.0, 1.0])
         assert trainer.spool_path is not None and worker.spool_path is not None
-        run_dir = trainer.spool_path.parent
+        run_dir, slot = trainer.spool_path.parent, trainer.spool_path.stem
         assert worker.close(10)  # a joined client: its slot goes, the trainer's stays
-        assert {f.name.split(".")[0] for f in run_dir.iterdir()} == {"slot-0"}
+        assert {f.name.split(".")[0] for f in run_dir.iterdir()} == {slot}
         assert trainer.close(10, status="finished")
     assert list(spool.iterdir()) == []  # the run's directory went with its last slot
 
@@ -530,16 +535,30 @@ def test_a_bad_token_stops_the_client_and_keeps_the_outbox(tmp_path: Path,
     assert any("4401" in r.getMessage() for r in caplog.records)
 
 
+def fill_disk(c: Client, pages: int = 0) -> None:
+    """A full disk, for real: the sender's outbox may grow by at most `pages` pages — in the
+    sender thread's SQLite (max_page_count), or for the sender process its file size limit
+    (RLIMIT_FSIZE: no file of it may grow)."""
+    if c.helper_pid is None:
+        outbox_db = c._engine.outbox._db  # type: ignore[union-attr]
+        count = outbox_db.execute("PRAGMA page_count").fetchone()[0]
+        outbox_db.execute(f"PRAGMA max_page_count = {count + pages}")
+        return
+    assert c.spool_path is not None
+    size = max(f.stat().st_size for f in c.spool_path.parent.glob(c.spool_path.name + "*"))
+    limit = size + pages * 4200  # (a page of the WAL and its frame header)
+    resource.prlimit(c.helper_pid, resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("sender", ["thread", "process"])
 def test_a_failing_outbox_file_falls_back_to_memory(tmp_path: Path,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+                                                    caplog: pytest.LogCaptureFixture,
+                                                    sender: str) -> None:
     with ScriptedServer(lambda m, n: "ack") as server, caplog.at_level(logging.ERROR):
         # (every body written before it is sent; test_staging.py fails a spill instead)
-        c = connect(server.url, "tok", "r", spool_dir=tmp_path, spill_after=0)
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path, spill_after=0, sender=sender)
         assert c.flush(10)  # run.start stored: the outbox is idle
-        # a full disk, for real: SQLite may not grow the sender's outbox file by one page
-        outbox_db = c._engine.outbox._db  # type: ignore[union-attr]
-        pages = outbox_db.execute("PRAGMA page_count").fetchone()[0]
-        outbox_db.execute(f"PRAGMA max_page_count = {pages}")
+        fill_disk(c)
         c.log_step(0, {f"key/{i}": float(i) for i in range(5000)})  # more than a page
         for step in range(1, 5):
             c.log_step(step, {"a": 1.0})

@@ -141,17 +141,19 @@ def test_every_step_and_sample_is_stored_exactly_once_across_kills(
             server.stop()
             t1 = trainer(t1_out, "--pause-at", str(PAUSE_AT))
             wait_for_line(t1_out, "paused", t1, 120)
-            server = LiveServer(live_state, port=server.port)
-            started.append(server.start())
 
             # 2. a separate reward worker streams samples of another environment, same run
-            #    (started while the trainer lives, so it does not adopt the trainer's outbox)
+            #    (its outbox opened while the trainer lives, so it does not adopt the trainer's;
+            #    the server comes back only once the trainer is dead: it never reached it)
             worker = connect(server.ws, token, "grpo-1", spool_dir=spool, spool_name="worker",
                              backoff_initial=0.1, backoff_max=1.0, join=True)
+            assert worker.spool_path is not None  # (its outbox is open: a sender process's too)
+            sigkill(t1)
+            server = LiveServer(live_state, port=server.port)
+            started.append(server.start())
             for step in range(WORKER_STEPS):
                 worker.log_samples(step, sample_id=list(range(WORKER_SAMPLES)), group_id=0,
                                    reward=[1.0] * WORKER_SAMPLES, env="worker")
-            sigkill(t1)
             assert int(ckpt.read_text()) == PAUSE_AT - PAUSE_AT % EVERY - 1
 
             # 3. the restarted trainer replays the outbox and resumes after the checkpoint; the

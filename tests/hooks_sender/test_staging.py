@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from devtools.live_server import free_port
-from tests.hooks_sender.test_sender import ScriptedServer
+from tests.hooks_sender.test_sender import ScriptedServer, fill_disk
 from trainer_hooks.transport.client import Client, connect
 
 N = 2048  # samples per log call: ~100 KB of body each
@@ -77,6 +78,7 @@ def test_bodies_waiting_for_their_ack_are_spilled_after_spill_after(tmp_path: Pa
     # written meanwhile; acked afterwards, they are gone from the file.
     with ScriptedServer(lambda m, n: "ack", ack_delay=1.5) as server:
         c = connect(server.url, "tok", "r", spool_dir=tmp_path, spill_after=0.3)
+        assert c.spool_path is not None  # (the sender has its outbox: a sender process started)
         log_some(c, 3)
         assert wait_for(lambda: len(b := bodies(c)) >= 3 and all(b), 1.2)  # (run.start too)
         assert c.stats["acked"] == 0
@@ -120,18 +122,17 @@ def test_a_client_stopped_before_its_acks_leaves_every_body_for_the_next(tmp_pat
     assert len(first) == 2 and [m["id"] for m in server.received] == first + first  # resent
 
 
-def test_a_spill_that_fails_carries_on_in_memory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sender", ["thread", "process"])
+def test_a_spill_that_fails_carries_on_in_memory(tmp_path: Path, sender: str) -> None:
     """A full disk when staged bodies are written (here on sync()): the outbox goes on in
     memory, as when a write fails, sync() returns False, and every message still reaches the
     server."""
     with ScriptedServer(lambda m, n: "ack", ack_delay=0.5) as server:
-        c = connect(server.url, "tok", "r", spool_dir=tmp_path, spill_after=60)
+        c = connect(server.url, "tok", "r", spool_dir=tmp_path, spill_after=60, sender=sender)
         assert c.flush(10)  # run.start stored: the outbox is idle
-        outbox_db = c._engine.outbox._db  # type: ignore[union-attr]
-        pages = outbox_db.execute("PRAGMA page_count").fetchone()[0]
         log_some(c, 1)  # its row fits (or not: a failed append goes to memory too)
         assert wait_for(lambda: c.stats["sent"] >= 2)
-        outbox_db.execute(f"PRAGMA max_page_count = {pages + 2}")
+        fill_disk(c, 2)
         # ~100 KB of body cannot be written: carries on in memory, and the sync says it is
         # not on disk (a checkpoint written now could outlive those samples)
         assert not c.sync(10)

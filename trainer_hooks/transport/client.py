@@ -211,7 +211,8 @@ class Client(TimelineCalls):
         self.scope = scope_of(self.url, token)
         self.options = options
         self._target = RunTarget(self.url, token, run, self.scope, self.resume, self.join)
-        self._copy_columns = options.copy_columns
+        self._copy_columns = options.copy_columns  # spans, events and gauges (buffered here)
+        self._copy_samples = options.copy_columns  # log_samples, log_rewards
         self._per_group = options.text_per_group
         self._closed = False
         self._close_result: bool | None = None
@@ -222,11 +223,12 @@ class Client(TimelineCalls):
         self._queue: collections.deque[Call] | ProcessSender
         if options.sender == "process":
             # the sender in a helper process: a log call writes its record into shared memory
-            # (transport.helper; the columns are copied there, so copy_columns is moot)
+            # (transport.helper; sample columns are copied there, so copy_columns only
+            # concerns the timeline's, which this process buffers)
             self._books = RemoteBooks(log)
             self._engine = self._thread = self._calls = self._queue = ProcessSender(
-                self._target, options, self._books)
-            self._copy_columns = False
+                self._target, options, self._books, options.ring_bytes)
+            self._copy_samples = False
         else:
             self._books = Bookkeeping(log)
             self._calls = calls = CallQueue(options.max_queue)
@@ -236,7 +238,8 @@ class Client(TimelineCalls):
                                             name=f"telescope-sender[{run}]")
             self._thread.start()
         self.ledger = self._books.ledger
-        self._engine.started.wait(30)
+        if isinstance(self._engine, SenderEngine):  # (the sender process starts meanwhile)
+            self._engine.started.wait(30)
         self._timeline = TimelineRecorder(self._put_control, TimelineBooks(self._books),
                                           lists_for_nulls=options.encoding == "json",
                                           label=run)
@@ -278,7 +281,7 @@ class Client(TimelineCalls):
                                       stop_reason, discard_reason, prompt, completion,
                                       _now() if time is None else time))
             # The default path only appends: a cold call costs what a bare append does.
-            if self._copy_columns:
+            if self._copy_samples:
                 call = _copied_samples(call)
             if self._per_group and (prompt is not None or completion is not None):
                 call = call._replace(prompt=self._text(call.prompt),
@@ -292,7 +295,7 @@ class Client(TimelineCalls):
         """Queue `RewardResult`s (reward + sample metrics) with their samples' identity and
         any optional columns; converted to columns on the sender thread."""
         try:
-            snap = _copy if self._copy_columns else _keep
+            snap = _copy if self._copy_samples else _keep
             cols = {k: snap(v) for k, v in columns.items()}
             if self._per_group:
                 cols.update({k: self._text(cols[k]) for k in TEXT_COLUMNS if k in cols})
@@ -351,6 +354,8 @@ class Client(TimelineCalls):
     def _wait(self, kind: type[FlushCall | SyncCall], timeout: float | None) -> bool:
         if not self._thread.is_alive():
             return False
+        if isinstance(self._engine, ProcessSender):
+            self._engine.ready()  # (its start, overlapping the caller's, is no wait for the server)
         waiter = Waiter()
         self._queue.append(kind(waiter))  # never refused: not bounded by max_queue
         self._engine.kick()

@@ -5,7 +5,7 @@ consecutive small ones into batch frames (a list of messages; the server replies
 reply per message) of at most FRAME_ROWS messages and `frame_bytes` bytes — at most `max_in_flight`
 frames / `max_in_flight_bytes` unacknowledged, under a client-side rate limit in frames per second —
 and a receiver task matches acks and error replies by id; acknowledged and rejected messages are
-deleted from the outbox once per loop pass. When the session ends everything unacknowledged is sent
+deleted from the outbox in one transaction per COMMIT_EVERY (at once while a flush waits). When the session ends everything unacknowledged is sent
 again, with its original id, after a capped exponential backoff with jitter. Close codes:
 4401 stops sending for good (the outbox is kept), 4413 splits the refused message in halves
 and lowers the size limits, 4429 halves the message rate, 4500 (the server's storage failed)
@@ -61,6 +61,10 @@ HEARTBEAT_PREFIX = "hb-"  # heartbeat ids: their replies belong to no frame of t
 BARRIER_WAIT = 120.0  # the server holds a barrier's ack this long at most
 FRAME_ROWS = 256  # messages per batch frame (the server takes up to 1000)
 FRAME_BYTES = 64 * 1024  # a batch frame stays under this (a bigger message travels alone)
+# Acknowledged messages leave the outbox in one transaction per this many seconds (at once
+# while a flush waits): each transaction writes pages of the outbox file (measured: ~35 µs of
+# CPU, as much for one message as for a hundred).
+COMMIT_EVERY = 0.05
 
 
 class AckOverdue(Exception):
@@ -335,12 +339,18 @@ class Connection:
             books.warn_once(("error", code, field), "telescope: the server rejected a %s "
                             "message (%s, field %s): %s; dropped (logged once per code and "
                             "field)", row.kind, code, field, reply.get("message"))
+        self.new_messages.set()  # (room in the window: the sender goes on at once)
         if not self.commit_scheduled:
             self.commit_scheduled = True
-            asyncio.get_running_loop().call_soon(self.commit_done)
+            loop = asyncio.get_running_loop()
+            if self.waiters.waiting:  # a flush waits for them to leave the outbox
+                loop.call_soon(self.commit_done)
+            else:  # one outbox transaction for the acks of COMMIT_EVERY seconds
+                loop.call_later(COMMIT_EVERY, self.commit_done)
 
     def commit_done(self) -> None:
-        """Forget acknowledged / rejected messages (one outbox transaction per loop pass)."""
+        """Forget acknowledged / rejected messages in one outbox transaction (`on_reply`
+        schedules it; the engine calls it at once for a new flush, and when it stops)."""
         self.commit_scheduled = False
         ids, self.done_ids = self.done_ids, []
         try:

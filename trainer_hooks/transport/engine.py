@@ -58,6 +58,7 @@ class SenderEngine:
         # left empty (the run ended finished, or a joined client: no resume needs them)
         self.discard_when_empty = False
         self.discarded = False
+        self.owner: int | None = None  # whose messages the outbox holds (default: this process)
 
     # ---------------------------------------------------------------- any thread
 
@@ -143,12 +144,16 @@ class SenderEngine:
                     waiter.resolve(pumped.stored and spilled)
                 for waiter in pumped.flushes:
                     waiters.add(waiter)
+                if pumped.flushes and self.connection.done_ids:
+                    self.connection.commit_done()  # (acks waiting for their transaction)
                 waiters.check()
                 if pumped.stop:
                     return
         finally:
             connecting.cancel()
             await asyncio.gather(connecting, return_exceptions=True)
+            if self.connection.done_ids:
+                self.connection.commit_done()  # acknowledged: not replayed
             waiters.resolve_all(False)
             try:
                 self.spill_due(outbox, everything=True)  # what was not acknowledged is replayed
@@ -198,7 +203,7 @@ class SenderEngine:
                     base, self.target.run, name=options.spool_name, fsync=options.fsync,
                     scope=self.target.scope,
                     staged=options.spill_after > 0 and not options.fsync,
-                    url=self.target.url, token=self.target.token)
+                    url=self.target.url, token=self.target.token, owner=self.owner)
             return Outbox(None)
         except (OSError, sqlite3.Error) as exc:
             log.warning("telescope: cannot open the outbox (%s); keeping messages in memory "

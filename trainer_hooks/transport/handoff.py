@@ -31,6 +31,7 @@ successor reads on from `consumed_pos`, and the trainer counts `queued − seale
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import pickle
@@ -41,7 +42,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import numpy as np
@@ -148,21 +149,96 @@ class _Encoder:
         if kind is list:
             return _strings(value)
         if kind is dict:
-            return {k: self.column(v) for k, v in value.items()}
+            return {k: self.numbers(v) for k, v in value.items()}
         return value
+
+    def numbers(self, value: Any) -> Any:
+        """A number column: a list of Python numbers packed as float64 in one C call (as the
+        sender thread converts it, `samples._floats`: the same values), else as `column`."""
+        if type(value) is list and value and type(value[0]) in _NUMBERS:
+            packed = _packed(value, "d")
+            if packed is not None:
+                self.buffers.append(packed)
+                return _new(_Ext, (EXT_ARRAY, _U64.pack(packed.nbytes) + b"<f8"))
+        return self.column(value)
+
+    def ids(self, value: Any) -> Any:
+        """An id column: a list of Python ints only (no bools: those are no ids) as int64,
+        as the sender thread converts it (`samples._ids`), else as `column`."""
+        if type(value) is list and value and _INT.issuperset(map(type, value)):
+            packed = _packed(value, "q")
+            if packed is not None:
+                self.buffers.append(packed)
+                return _new(_Ext, (EXT_ARRAY, _U64.pack(packed.nbytes) + b"<i8"))
+        return self.column(value)
+
+    def samples(self, call: SamplesCall) -> list[Any]:
+        """A SamplesCall's record fields: the common cases inline (one frame for the whole
+        call: after a training step's kernels every Python call is a cold one), the rest by
+        `ids`, `numbers` and `column`."""
+        out: list[Any] = ["m"]
+        add, buffers = out.append, self.buffers
+        for way, value in zip(_SAMPLE_FIELDS, call, strict=True):
+            kind = type(value)
+            if value is None or kind is int or kind is float or kind is str:
+                add(value)
+            elif kind is np.ndarray and value.ndim == 1 and value.dtype in _DTYPES:
+                buffers.append(value)
+                add(_new(_Ext, (EXT_ARRAY, _U64.pack(value.nbytes) + _DTYPES[value.dtype])))
+            elif way is _Encoder.column and kind is list:
+                add(_strings(value))
+            elif kind is dict:
+                metrics = {}
+                for name, column in value.items():
+                    if type(column) is np.ndarray and column.ndim == 1 \
+                            and column.dtype in _DTYPES:
+                        buffers.append(column)
+                        metrics[name] = _new(_Ext, (EXT_ARRAY, _U64.pack(column.nbytes)
+                                                    + _DTYPES[column.dtype]))
+                    else:
+                        metrics[name] = self.numbers(column)
+                add(metrics)
+            else:
+                add(way(self, value))
+        return out
 
     def encode(self, call: Call) -> tuple[bytes, list[Any]]:
         self.buffers = []
         kind = type(call)
         try:
             if kind is SamplesCall:
-                return self.packer.pack(["m", *map(self.column, call)]), self.buffers
+                return self.packer.pack(self.samples(cast(SamplesCall, call))), self.buffers
             if kind is StepCall:
                 return self.packer.pack(["s", *call]), self.buffers
         except (OverflowError, TypeError, ValueError):  # (an int beyond 64 bits): pickled
             self.buffers = []
         return self.packer.pack(["p", _ext(EXT_PICKLE, pickle.dumps(call, protocol=5))]), \
             self.buffers
+
+
+# how each field of a SamplesCall is made ready (`_Encoder`), in the record's order
+_SAMPLE_FIELDS = tuple(
+    _Encoder.ids if name in ("sample_id", "group_id") else
+    _Encoder.numbers if name in ("reward", "advantage", "prompt_tokens", "completion_tokens",
+                                 "off_policy_steps", "time") else _Encoder.column
+    for name in SamplesCall._fields)
+_NUMBERS = (float, int)
+_INT = frozenset({int})
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(n: int, code: str) -> struct.Struct:
+    return struct.Struct(f"<{n}{code}")
+
+
+def _packed(values: list[Any], code: str) -> memoryview | None:
+    """A list of Python numbers as little-endian float64 (`code` "d") or int64 ("q") bytes,
+    in one C call; None when some value is not a number struct takes (None, a string, an int
+    beyond int64): the list then goes as it is, and the sender decides, as for the thread."""
+    try:
+        return memoryview(_layout(len(values), code).pack(*values))
+    except (struct.error, TypeError, OverflowError):
+        return None
 
 
 class Opaque:
@@ -192,7 +268,7 @@ def _strings(values: list[Any]) -> Any:
         joined = "\0".join(values)
     except TypeError:
         return values
-    if len(values) > 1 and "\0" in joined or not values:
+    if not values or joined.count("\0") != len(values) - 1:  # (a NUL within a string)
         return values
     try:
         return _Strings(joined.encode())
@@ -341,7 +417,7 @@ class Reader:
         self.lock = threading.Lock()
         self.publish()
 
-    def records(self) -> Iterator[bytearray]:
+    def records(self) -> Iterator[bytes]:
         size, m = self.size, self.map
         open_ = True
         seen, idle = -1, time.monotonic()
@@ -358,10 +434,10 @@ class Reader:
                     data = _read_all(self.bulk, (n & ~BULK) - 8)
                     if data is None:
                         return
-                    record = bytearray(_PREFIX.pack(n & ~BULK, head_len)) + data
+                    record = _PREFIX.pack(n & ~BULK, head_len) + data
                 else:
                     base = HEADER_BYTES + pos
-                    record = bytearray(m[base:base + n])
+                    record = m[base:base + n]  # (one copy: the arrays read it)
                     self.read += n
                 yield record
             if not open_:

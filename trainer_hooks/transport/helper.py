@@ -143,7 +143,7 @@ class ProcessSender:
         self.discard_when_empty = False
         self.discarded = False
         self.left: Summary | None = None
-        self.outbox_path: Path | None = None
+        self._outbox_path: Path | None = None
         self.pid: int | None = None
         self.cpu = 0.0
         self.ring_bytes = ring_bytes
@@ -242,7 +242,7 @@ class ProcessSender:
             ledger.remote_entries = snap["ledger"]
         self.target.run_id = snap["run_id"]
         self.target.run_name = snap["run_name"]
-        self.outbox_path = None if snap["outbox"] is None else Path(snap["outbox"])
+        self._outbox_path = None if snap["outbox"] is None else Path(snap["outbox"])
         self.cpu = snap["cpu"]  # the helper's CPU seconds so far (bench/trainer_cost.py)
 
     def on_end(self, code: int) -> None:
@@ -355,11 +355,24 @@ class ProcessSender:
 
     def status(self) -> dict[str, int]:
         """The helper's status, asked now (at most STATUS_TIMEOUT; else the last known)."""
-        if not self.gone and self.started.is_set():
+        if self.ready():
             waiter = Waiter()
             self.request("status", waiter)
             waiter.wait(STATUS_TIMEOUT)
         return dict(self.status_now)
+
+    def ready(self) -> bool:
+        """Wait (at most START_TIMEOUT) until the helper has opened its outbox: `connect`
+        returns without waiting for it (its start, ~0.5 s, overlaps the trainer's); what only
+        the helper knows waits here. False when there is no helper."""
+        return not self.gone and (self.started.is_set() or self.started.wait(START_TIMEOUT))
+
+    @property
+    def outbox_path(self) -> Path | None:
+        """The helper's outbox file (None: in memory, or no helper)."""
+        if not self.stopped.is_set():
+            self.ready()
+        return self._outbox_path
 
     def is_alive(self) -> bool:
         return not self.gone
@@ -440,6 +453,8 @@ def serve(setup: dict[str, Any]) -> None:
     """The helper process's main (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if hasattr(signal, "SIGXFSZ"):  # a file size limit: the outbox's write fails, and it
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # carries on in memory (not killed)
     replies = _Replies(setup["reply_fd"])
     root = logging.getLogger("trainer_hooks")
     root.addHandler(_Forward(replies))
@@ -457,6 +472,7 @@ def serve(setup: dict[str, Any]) -> None:
         reader.publish()
 
     engine = SenderEngine(target, options, calls, books, after_pump=sealed)
+    engine.owner = setup["parent"]  # (its slot, held after the trainer's death, is waited for)
     seen = [-1]
 
     def snapshot() -> dict[str, Any]:

@@ -48,3 +48,5 @@ class SenderOptions:
     # "thread": the sender runs on a thread of the trainer's process; "process": in a helper
     # process fed through shared memory (transport.helper); default $TELESCOPE_SENDER or thread
     sender: str = field(default_factory=lambda: os.environ.get("TELESCOPE_SENDER", "thread"))
+    ring_bytes: int = 32 << 20  # sender="process": the shared memory log calls are written
+    # into; a call waits for room when the sender process is this far behind

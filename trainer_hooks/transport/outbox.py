@@ -79,6 +79,7 @@ except ImportError:  # pragma: no cover - not POSIX: slots are not locked
 log = logging.getLogger("trainer_hooks.spool")
 
 MAX_SLOTS = 64
+DELETE_CHUNK = 500  # message ids per DELETE statement (SQLite takes 32,766 parameters)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -382,12 +383,11 @@ class Outbox:
             return
         with self._tx():
             gone = []
-            for mid in msg_ids:
-                row = self._db.execute(
-                    "DELETE FROM outbox WHERE msg_id = ? RETURNING seq, length(body)", (mid,)
-                ).fetchone()
-                if row is not None:
-                    gone.append(row)
+            for i in range(0, len(msg_ids), DELETE_CHUNK):  # (one statement per chunk)
+                part = msg_ids[i:i + DELETE_CHUNK]
+                gone += self._db.execute(
+                    f"DELETE FROM outbox WHERE msg_id IN ({','.join('?' * len(part))})"
+                    " RETURNING seq, length(body)", part).fetchall()
 
             def done() -> None:
                 for seq, size in gone:
@@ -579,11 +579,18 @@ def _make_private(path: Path) -> None:
             os.chmod(path.with_name(path.name + suffix), 0o600)
 
 
-def try_lock(path: Path) -> int | None:
+LOCK_WAIT = 30.0  # seconds a slot held for a dead trainer is waited for (its sender process)
+
+
+def try_lock(path: Path, owner: int | None = None) -> int | None:
     """The exclusive lock on a slot (its `.lock` file): the open descriptor that holds it, or
     None when another process holds it (a live client, or `telescope sync` delivering it).
     A lock taken on a file its holder removed meanwhile (`Outbox.discard`) is taken again on
-    the file now at `path`."""
+    the file now at `path`. The holder writes its `owner` into the file: the process whose
+    messages the slot holds (this one, or the trainer a sender process works for). A slot
+    held for an owner that is dead — a sender process writing its killed trainer's outbox to
+    disk — is waited for (at most LOCK_WAIT), so that a trainer restarted at once replays
+    and resumes from its own slot."""
     for _ in range(8):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         if _fcntl is None:
@@ -591,10 +598,13 @@ def try_lock(path: Path) -> int | None:
         try:
             _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(fd)
-            return None
+            if not (_held_for_the_dead(fd) and _wait_for_lock(fd)):
+                os.close(fd)
+                return None
         try:
             if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(owner or os.getpid()).encode(), 0)
                 return fd
         except FileNotFoundError:
             pass
@@ -602,23 +612,59 @@ def try_lock(path: Path) -> int | None:
     raise OSError(f"cannot lock {path}: it keeps being removed")
 
 
+def _held_for_the_dead(fd: int) -> bool:
+    """The lock file names an owner process that no longer runs (or is a zombie)."""
+    try:
+        pid = int(os.pread(fd, 32, 0) or b"0")
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # (another user's: alive)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_for_lock(fd: int) -> bool:
+    assert _fcntl is not None
+    deadline = time.monotonic() + LOCK_WAIT
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        try:
+            _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            continue
+    return False
+
+
 def open_slot(directory: Path, run: str, *, name: str | None = None,
               fsync: bool = False, scope: str = "", staged: bool = False,
-              url: str | None = None, token: str | None = None) -> Outbox:
+              url: str | None = None, token: str | None = None,
+              owner: int | None = None) -> Outbox:
     """Open (creating) this client's slot of `run` under `directory` and adopt the pending
     messages of unlocked slots left by clients that died.
 
     With `name` the slot is `<name>.sqlite` (a stable identity for one of several workers of
     a run on one machine, so its restart finds its own sample keys); otherwise, or when that
     name is in use, the lowest free `slot-<i>.sqlite`. With `url` and `token` the slot
-    remembers them (`Outbox.remember_target`), for `telescope sync`."""
+    remembers them (`Outbox.remember_target`), for `telescope sync`. `owner`: the process
+    whose messages it holds (`try_lock`; default this one)."""
     base = directory / run_key(run, scope)
     candidates = [f"slot-{i}" for i in range(MAX_SLOTS)]
     if name is not None:
         candidates.insert(0, re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64])
     mine: Outbox | None = None
     for stem in candidates:
-        fd = _lock_in(base, f"{stem}.lock")
+        fd = _lock_in(base, f"{stem}.lock", owner)
         if fd is not None:
             if name is not None and stem != candidates[0]:
                 log.warning("telescope: spool slot %r is in use; using %s", name, stem)
@@ -636,13 +682,13 @@ def open_slot(directory: Path, run: str, *, name: str | None = None,
     return mine
 
 
-def _lock_in(base: Path, name: str) -> int | None:
+def _lock_in(base: Path, name: str, owner: int | None = None) -> int | None:
     """`try_lock` of `base / name`, making `base` (again, when the last client of the run
     removed it meanwhile: `Outbox.discard`)."""
     for _ in range(8):
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            return try_lock(base / name)
+            return try_lock(base / name, owner)
         except FileNotFoundError:
             continue
     raise OSError(f"cannot make the spool directory {base}: it keeps being removed")

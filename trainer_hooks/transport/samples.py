@@ -42,6 +42,7 @@ _ID_TYPES = frozenset({str, int})
 _INT = frozenset({int})
 _STRING_TYPES = frozenset({str, type(None)})
 _RNG = np.random.default_rng()
+_VALID_NAMES: set[str] = set()  # metric names check_key passed (it depends on nothing else)
 
 
 class SampleError(ValueError):
@@ -298,12 +299,19 @@ def _metric_columns(metrics: Any, n: int, problems: list[str]) -> dict[str, np.n
     cols: dict[str, np.ndarray] = {}
     for name, values in (metrics or {}).items():
         try:
-            check_key(name, f"metrics.{name}", kind="metric name")
+            if type(name) is not str or name not in _VALID_NAMES:
+                check_key(name, f"metrics.{name}", kind="metric name")
+                if len(_VALID_NAMES) < 10_000:
+                    _VALID_NAMES.add(name)
             cols[name] = _floats(values, n, f"metrics.{name}")
         except (ProtocolError, SampleError) as exc:
             problems.append(f"{exc}; metric left out")
     return cols
 def _floats(values: Any, n: int | None, name: str) -> np.ndarray:
+    if type(values) is np.ndarray and values.dtype == _F64 and values.ndim == 1:
+        if n is not None and values.size != n:  # (the common case, first)
+            raise SampleError(f"{name}: {values.size} values; reward has {n}")
+        return values
     if hasattr(values, "detach"):  # a torch tensor, converted here off the caller's thread
         values = values.detach().cpu().numpy()
     if type(values) is list and values and type(values[0]) in _NUMBERS:
@@ -326,6 +334,7 @@ def _floats(values: Any, n: int | None, name: str) -> np.ndarray:
 
 
 _NUMBERS = (float, int)
+_F64 = np.dtype(np.float64)
 
 
 @functools.lru_cache(maxsize=64)
@@ -348,7 +357,7 @@ def _packed(values: list[Any], code: str) -> np.ndarray | None:
 def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
     if isinstance(values, (str, int)) and name == "group_id":
         return [values] * n
-    if hasattr(values, "detach"):
+    if type(values) is not np.ndarray and hasattr(values, "detach"):
         values = values.detach().cpu().numpy()
     if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iu" and (
             values.dtype.kind == "i" or not values.size or int(values.max()) < 2**63):
@@ -361,11 +370,11 @@ def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
         raise SampleError(f"{name}: must be a list") from None
     if len(out) != n:
         raise SampleError(f"{name}: {len(out)} values; reward has {n}")
-    kinds = set(map(type, out))
-    if kinds == _INT:  # sent as a typed array, as an integer array's ids are
-        packed = _packed(out, "q")
+    if _INT.issuperset(map(type, out)):  # sent as a typed array, as an integer array's are
+        packed = _packed(out, "q")  # (issuperset: no set built, and it stops at a string)
         if packed is not None:  # (else beyond int64: a list, as the wire allows)
             return packed
+    kinds = set(map(type, out))
     if not kinds <= _ID_TYPES:
         out = [_coerce_id(v, name) for v in out]
         kinds = set(map(type, out))
@@ -434,9 +443,11 @@ def _distinct_strings(values: Any, n: int, name: str
     out = list(values.tolist() if isinstance(values, np.ndarray) else values)
     if len(out) != n:
         raise SampleError(f"{name}: {len(out)} values; reward has {n}")
-    kinds = set(map(type, out))
-    if not kinds <= _STRING_TYPES:
-        raise SampleError(f"{name}: must hold strings or None")
+    try:
+        "".join(out)  # all strings (in C: a third of a type check per value)
+    except TypeError:
+        if not set(map(type, out)) <= _STRING_TYPES:
+            raise SampleError(f"{name}: must hold strings or None") from None
     distinct = set(out)
     if any(len(v) > MAX_KEY_CHARS for v in distinct if v is not None):
         raise SampleError(f"{name}: values are limited to {MAX_KEY_CHARS} characters")
