@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/trainer_cost.py [--steps 2000] [--keys 40] [--samples 512]
         [--group 16] [--metrics 8] [--lists] [--work matmul|python] [--work-ms 1.5]
-        [--repeat 3] [--variants bare,thread,process] [--real-server]
+        [--repeat 3] [--variants bare,thread,process] [--base DIR] [--real-server]
 
 The workload of devtools/peers_gen.py (per step one `log_step` of 40 keys and one `log_samples`
 of 512 samples in groups of 16 with 8 sample metrics, as numpy arrays) logged from a loop that
@@ -18,17 +18,24 @@ rounds (medians):
 - `process`: the same with `connect(..., sender="process")`: batching, encoding, the outbox and
   the WebSocket in a helper process fed through shared memory.
 
+`--base DIR` (a `git worktree` of an earlier commit) adds `base:thread` and `base:process`: the
+same loops with that checkout's `trainer_hooks`, alternated with the others in the same run
+(a before/after measured under the same load).
+
 **Trainer cost per step** = (loop time with logging − the bare loop's) / steps: everything the
 loop pays — the log calls themselves, and the GIL the sender thread holds while the loop wants
 it. It does *not* include the CPU a helper process uses on another core: on this 2-core machine
 that process competes for the second core (with the server), not for the trainer's GIL — the
 point of it — but when the machine is oversubscribed (other jobs: see the load) every extra
-process also takes wall time from the loop, so the loop thread's own CPU (`time.thread_time`,
-with − bare) is printed beside. Also printed: the sender's CPU per step from the loop's start
-until `close()` returned (the process's other threads in the thread variant: getrusage minus
-the loop thread's; in the process variant the helper's own figure), the caller's own time per
-step (perf_counter around the two log calls), the wait in `close()` after the loop, and the
-load average.
+process also takes wall time from the loop, so the loop's wall time is split (Linux's
+/proc/thread-self/schedstat, with − bare): the loop thread's own CPU (`time.thread_time`),
+its time waiting for a core while runnable (the machine's other load, our sender's CPU
+among it), and the rest, blocked while not runnable — for this loop only the GIL, held by the
+sender thread (≈ 0 with a sender process). Also printed: the sender's CPU per step from the
+loop's start until `close()` returned (the process's other threads in the thread variant:
+getrusage minus the loop thread's; in the process variant the helper's own figure), the
+caller's own time per step (perf_counter around the two log calls), the wait in `close()` after
+the loop, and the load average.
 
 The server is by default a sink in its own process (a WebSocket server that decodes each frame
 and acknowledges every message, ~0.1 ms per frame), so the figure is the client's; with
@@ -121,17 +128,19 @@ def child(ns: argparse.Namespace) -> int:
     out: dict[str, Any] = {"variant": ns.child}
     client = None
     if ns.child != "bare":
+        if ns.root:  # another checkout's client (--base)
+            sys.path.insert(0, ns.root)
         from trainer_hooks import connect
 
-        opts: dict[str, Any] = {"spool_dir": ns.spool}
-        if ns.child == "process":
-            opts["sender"] = "process"
+        opts: dict[str, Any] = {"spool_dir": ns.spool,
+                                "sender": ns.child.removeprefix("base:")}
         client = connect(ns.url, ns.token, f"cost-{ns.child}-{ns.round}",
                          config={"bench": "trainer_cost"}, **opts)
         assert client.flush(60), client.not_stored  # run.start answered: steady state
     h0 = _helper_cpu(client)
     perf = time.perf_counter
     caller = 0.0
+    s0 = _schedstat()
     c0, p0, t0 = time.thread_time(), _cpu_self(), perf()
     if client is None:
         for step in range(w.steps):
@@ -152,6 +161,11 @@ def child(ns: argparse.Namespace) -> int:
     out["loop_s"] = perf() - t0
     out["caller_s"] = caller
     out["loop_cpu_s"] = time.thread_time() - c0
+    s1 = _schedstat()
+    # off the CPU while runnable (other threads and processes had the cores), and the rest of
+    # the loop's wall time: waiting while not runnable (the GIL; nothing else blocks this loop)
+    out["runq_s"] = s1[1] - s0[1]
+    out["blocked_s"] = max(0.0, out["loop_s"] - (s1[0] - s0[0]) - out["runq_s"])
     if client is not None:
         ok = client.close(600, status="finished")
         out["wait_s"] = perf() - t0 - out["loop_s"]
@@ -162,6 +176,17 @@ def child(ns: argparse.Namespace) -> int:
     out["helper_cpu_s"] = _helper_cpu(client) - h0
     print(MARK + json.dumps(out), flush=True)
     return 0 if out.get("ok", True) else 1
+
+
+def _schedstat() -> tuple[float, float]:
+    """This thread's seconds on a CPU and waiting for one while runnable (Linux's
+    /proc/thread-self/schedstat; zeros elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            run, wait = f.read().split()[:2]
+    except OSError:
+        return 0.0, 0.0
+    return int(run) / 1e9, int(wait) / 1e9
 
 
 def _helper_cpu(client: Any) -> float:
@@ -198,7 +223,7 @@ def sink(port_file: str) -> int:
     async def main() -> None:
         async with serve(handler, "127.0.0.1", 0, compression=None,
                          max_size=64 << 20) as server:
-            Path(port_file).write_text(str(server.sockets[0].getsockname()[1]))
+            Path(port_file).write_text(str(next(iter(server.sockets)).getsockname()[1]))
             await asyncio.Future()
 
     asyncio.run(main())
@@ -229,6 +254,8 @@ def run_variant(ns: argparse.Namespace, variant: int | str, rnd: int, url: str, 
     cmd = [sys.executable, __file__, "--child", str(variant), "--round", str(rnd),
            "--url", url, "--token", token, "--spool", str(spool), "--work", ns.work,
            "--work-param", str(param), *peers_gen.from_args(ns).args()]
+    if str(variant).startswith("base:"):
+        cmd += ["--root", str(ns.base.resolve())]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode or not lines:
@@ -248,6 +275,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--variants", default="bare,thread,process")
     ap.add_argument("--real-server", action="store_true")
+    ap.add_argument("--base", type=Path, help="another checkout: its client measured too")
+    ap.add_argument("--root", help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
@@ -261,6 +290,8 @@ def main() -> int:
     if ns.child:
         return child(ns)
     variants = ns.variants.split(",")
+    if ns.base is not None:
+        variants += [f"base:{v}" for v in variants if v in ("thread", "process")]
     param = calibrate(ns.work, ns.work_ms)
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as d:
@@ -287,7 +318,7 @@ def main() -> int:
                           f"µs/step, wait {r.get('wait_s', 0):.2f} s (load {r['load']:.1f})",
                           flush=True)
         finally:
-            stop()
+            stop()  # type: ignore[no-untyped-call]
     return report(ns, runs, param)
 
 
@@ -295,7 +326,7 @@ def report(ns: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], param:
     steps = ns.steps
 
     def med(v: str, key: str) -> float:
-        return statistics.median(r.get(key, 0.0) for r in runs[v])
+        return float(statistics.median(r.get(key, 0.0) for r in runs[v]))
 
     w = peers_gen.from_args(ns)
     loads = [r["load"] for rs in runs.values() for r in rs]
@@ -318,10 +349,13 @@ def report(ns: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], param:
                 each = [(r["loop_s"] - b["loop_s"]) / steps * 1e6
                         for r, b in zip(runs[v], runs["bare"], strict=False)]
                 cpu = (med(v, "loop_cpu_s") - med("bare", "loop_cpu_s")) / steps * 1e6
+                blocked = (med(v, "blocked_s") - med("bare", "blocked_s")) / steps * 1e6
+                runq = (med(v, "runq_s") - med("bare", "runq_s")) / steps * 1e6
                 line += (f"; trainer cost {cost:.0f} µs/step (rounds "
                          f"{', '.join(f'{c:.0f}' for c in each)}) "
                          f"[{'met' if cost <= TARGET_US else 'MISSED'}]; the loop thread's own "
-                         f"CPU +{cpu:.0f} µs/step")
+                         f"CPU {cpu:+.0f}, blocked (the GIL) {blocked:+.0f}, waiting for a core "
+                         f"{runq:+.0f} µs/step")
                 verdict = verdict and (v != "process" or cost <= TARGET_US)
         print(line)
     print(f"target: trainer cost ≤ {TARGET_US:.0f} µs per step")
