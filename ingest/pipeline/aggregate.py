@@ -86,13 +86,20 @@ class Cells:
         self.env_parts, self.env_cells = np.flatnonzero(env_part), part_key[env_part]
         self.scope = np.arange(self.size) % w  # per cell
         self.step_of_cell = np.arange(self.size) // w
+        self.part_counts = np.diff(self.part_starts, append=s.n)
+        self.part_key, self.part_all = part_key, part_key - part_key % w
         self.kept = s.discard == KEPT
-        self.has_kept = self.count(self.kept) > 0
-        self.present = self.count(np.ones(s.n, dtype=bool)) > 0
+        self.n_all = self._counts(np.ones(s.n, dtype=bool))
+        self.all_kept = bool(self.kept.all())
+        self.n_kept = self.n_all if self.all_kept else self.count(self.kept)
+        # The samples every statistic of kept values selects when none is missing: None, all.
+        self.kept_idx = None if self.all_kept else np.flatnonzero(self.kept)
+        self.has_kept = self.n_kept > 0
+        self.present = self.n_all > 0
         self.group_step = np.zeros(int(s.group.max()) + 1 if s.n else 0, dtype=np.int64)
         self.group_step[s.group] = step
         self._by_member: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._last_units: tuple[np.ndarray, Units] | None = None
+        self._last_units: tuple[np.ndarray | None, Units] | None = None
 
     def take(self, column: np.ndarray) -> np.ndarray:
         """A per-sample column in part order."""
@@ -123,13 +130,17 @@ class Cells:
         """Per cell, how many samples `mask` selects."""
         return self._counts(self.take(mask))
 
-    def moments(self, x: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    def moments(self, x: np.ndarray, mask: np.ndarray, n: np.ndarray | None = None,
+                every: bool = False) -> dict[str, np.ndarray]:
         """mean, std (ddof=1, two-pass), min, max of the selected (finite) values per cell;
         NaN where a cell has too few values. x and the mask are taken into part order once;
-        every statistic is then one reduction over the parts."""
-        selected, xs = self.take(mask), self.take(x)
-        n = self._counts(selected)
-        pick = None if bool(selected.all()) else selected  # None: every value (no `where`)
+        every statistic is then one reduction over the parts. `n`: the mask's counts, when
+        known; `every`: the mask selects every sample."""
+        xs = self.take(x)
+        selected = None if every else self.take(mask)
+        if n is None:
+            n = self._counts(selected) if selected is not None else self.n_all
+        pick = None if selected is None or bool(selected.all()) else selected  # None: all
         mean, std = self._mean_std(x, mask, xs, pick, n)
         lo = self._reduce(_where(pick, xs, np.inf), np.minimum, NAN)
         hi = self._reduce(_where(pick, xs, -np.inf), np.maximum, NAN)
@@ -141,6 +152,20 @@ class Cells:
         """Per cell, the mean of the selected (finite) values; NaN where there are none."""
         return self.moments(x, mask)["mean"]
 
+    def _per_sample(self, cell_values: np.ndarray, part_cells: np.ndarray) -> np.ndarray:
+        """Per sample in part order, the value of its part's cell (`part_cells`: the cell of
+        each part): the same values as indexing by each sample's cell, by one repeat."""
+        return np.repeat(cell_values[part_cells], self.part_counts)
+
+    def _squares(self, xs: np.ndarray, mean: np.ndarray, part_cells: np.ndarray,
+                 selected: np.ndarray | None) -> np.ndarray:
+        """Per part, the sum of the squared deviations of its selected values from the mean
+        of the cell `part_cells` names."""
+        d = np.subtract(xs, self._per_sample(mean, part_cells))
+        if selected is not None:
+            d[~selected] = 0.0  # x may be NaN or inf elsewhere
+        return np.add.reduceat(np.multiply(d, d, out=d), self.part_starts)
+
     def _mean_std(self, x: np.ndarray, mask: np.ndarray, xs: np.ndarray,
                   selected: np.ndarray | None, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per cell mean and std of the selected values (in part order). A cell whose sum or
@@ -150,14 +175,13 @@ class Cells:
         bits they have."""
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             mean = self._reduce(_where(selected, xs, 0.0)) / n
-            d = _where(selected, xs - mean[self.all_cell], 0.0)  # x may be NaN or inf elsewhere
-            e = _where(selected, xs - mean[self.key], 0.0)
             squares = np.full(self.size, 0.0)
             if self.part_starts.size:
                 squares[self.step_cells] = np.add.reduceat(
-                    np.add.reduceat(d * d, self.part_starts), self.step_parts)
-                squares[self.env_cells] = np.add.reduceat(e * e, self.part_starts)[
-                    self.env_parts]
+                    self._squares(xs, mean, self.part_all, selected), self.step_parts)
+                if self.env_parts.size:
+                    squares[self.env_cells] = self._squares(
+                        xs, mean, self.part_key, selected)[self.env_parts]
             scale = np.ones(self.size)
             over = (n > 0) & ~(np.isfinite(mean) & np.isfinite(squares))
             if over.any():
@@ -195,12 +219,12 @@ class Cells:
         d = np.where(selected, xm - mean[cell], 0.0)
         return scale[over], mean[over], reduce(d * d)[over]
 
-    def group_means(self, x: np.ndarray, idx: np.ndarray, stat: GroupStat
+    def group_means(self, x: np.ndarray, idx: np.ndarray | None, stat: GroupStat
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per cell, the unweighted mean over groups of `stat` on values x of samples idx, and
-        how many groups were included and excluded. In an environment's scope a group is its
-        samples of that environment (a unit: group × env); the overall scope takes whole
-        groups, which are the units themselves unless some group mixes environments."""
+        """Per cell, the unweighted mean over groups of `stat` on values x of samples idx (None:
+        all), and how many groups were included and excluded. In an environment's scope a
+        group is its samples of that environment (a unit: group × env); the overall scope takes
+        whole groups, which are the units themselves unless some group mixes environments."""
         units = self._units(idx)
         w = self.width
         if units.starts is None:  # units out of order: sorted by code first
@@ -210,24 +234,37 @@ class Cells:
             unit_value, unit_in = stat(units.sorted_values(x), units.starts, units.counts)
             unit_env, unit_group = units.env, units.group
         if units.mixed:
-            value, included, group = per_group(x, self.samples.group[idx], stat)
+            group_of = self.samples.group if idx is None else self.samples.group[idx]
+            value, included, group = per_group(x, group_of, stat)
         else:
             value, included, group = unit_value, unit_in, unit_group
         env_units = unit_env >= 0
-        cells = np.concatenate([self.group_step[group] * w,
-                                self.group_step[unit_group[env_units]] * w + 1
-                                + unit_env[env_units]])
-        value = np.concatenate([value, unit_value[env_units]])
-        included = np.concatenate([included, unit_in[env_units]])
-        n_out = np.bincount(cells[~included], minlength=self.size)
-        mean, n_in = _bincount_mean(cells[included], value[included], self.size)
+        if units.cells is None or units.starts is None or units.mixed:
+            cells = np.concatenate([self.group_step[group] * w,
+                                    self.group_step[unit_group[env_units]] * w + 1
+                                    + unit_env[env_units]])
+            if units.starts is not None and not units.mixed:
+                units.cells = cells  # the same for every column of these samples
+        else:
+            cells = units.cells
+        if env_units.any():
+            value = np.concatenate([value, unit_value[env_units]])
+            included = np.concatenate([included, unit_in[env_units]])
+        if included.all():
+            n_out = np.zeros(self.size, dtype=np.int64)
+            mean, n_in = _bincount_mean(cells, value, self.size)
+        else:
+            n_out = np.bincount(cells[~included], minlength=self.size)
+            mean, n_in = _bincount_mean(cells[included], value[included], self.size)
         return mean, n_in, n_out
 
-    def _units(self, idx: np.ndarray) -> Units:
-        """The units of samples idx; the last ones again when idx is the same (every column
-        whose values are all finite selects the same samples)."""
+    def _units(self, idx: np.ndarray | None) -> Units:
+        """The units of samples idx (None: all); the last ones again when idx is the same
+        (every column whose values are all finite selects the same samples)."""
         last = self._last_units
-        if last is not None and last[0].size == idx.size and np.array_equal(last[0], idx):
+        if last is not None and (last[0] is idx or (
+                idx is not None and last[0] is not None and last[0].size == idx.size
+                and np.array_equal(last[0], idx))):
             return last[1]
         units = Units(self, idx)
         self._last_units = (idx, units)
@@ -235,18 +272,23 @@ class Cells:
 
 
 class Units:
-    """The units (group × environment) of some samples `idx` of a Cells: their codes and, when
-    the codes come in order (canonical order sorts by group, so they do unless a group's
-    environments interleave), each unit's start and size, environment and group."""
+    """The units (group × environment) of some samples `idx` (None: all) of a Cells: their
+    codes and, when the codes come in order (canonical order sorts by group, so they do unless
+    a group's environments interleave), each unit's start and size, environment and group."""
 
-    def __init__(self, c: Cells, idx: np.ndarray) -> None:
+    def __init__(self, c: Cells, idx: np.ndarray | None) -> None:
         s, w = c.samples, c.width
-        self.codes = s.group[idx] * w + s.env[idx] + 1
+        if idx is None:
+            self.codes = s.group * w + s.env + 1
+        else:
+            self.codes = s.group[idx] * w + s.env[idx] + 1
+        n = self.codes.size
         self.starts: np.ndarray | None = None
         self.counts = np.zeros(0, dtype=np.int64)
         self.mixed = False
         self.size = 0  # every unit has this many samples (0: not so)
-        if idx.size > 1 and bool(np.any(self.codes[1:] < self.codes[:-1])):
+        self.cells: np.ndarray | None = None  # per group then per env unit: its cell
+        if n > 1 and bool(np.any(self.codes[1:] < self.codes[:-1])):
             groups = np.unique(self.codes) // w
             self.mixed = bool(np.any(groups[1:] == groups[:-1]))
             return
@@ -255,7 +297,7 @@ class Units:
         self.env, self.group = unit % w - 1, unit // w
         self.mixed = bool(np.any(self.group[1:] == self.group[:-1]))
         k = int(self.counts[0]) if self.counts.size else 0
-        if k and k * self.counts.size == idx.size and bool((self.counts == k).all()):
+        if k and k * self.counts.size == n and bool((self.counts == k).all()):
             self.size = k
 
     def sorted_values(self, x: np.ndarray) -> np.ndarray:
@@ -345,42 +387,76 @@ def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
 
 
 def _moments(out: Out, kind: str, key: str, x: np.ndarray, mask: np.ndarray,
-             prefix: str = "") -> None:
-    for stat, v in out.cells.moments(x, mask).items():
+             prefix: str = "", n: np.ndarray | None = None, every: bool = False) -> None:
+    for stat, v in out.cells.moments(x, mask, n, every).items():
         out.put(kind, key, prefix + stat, v)
 
 
-def _value_family(out: Out, kind: str, key: str, v: np.ndarray, lo_by_code: np.ndarray) -> None:
-    """Reward / sample-metric stats: moments, count, Gini mean and exclusions, null count."""
+@dataclass
+class Selection:
+    """The kept samples with a finite value of a column: mask, indices (None: every sample),
+    count per cell; `same`: they are all the kept samples (what most columns select)."""
+
+    mask: np.ndarray
+    idx: np.ndarray | None
+    n: np.ndarray
+    same: bool
+
+
+def _finite_kept(c: Cells, v: np.ndarray) -> Selection:
+    finite = np.isfinite(v)
+    if c.all_kept:
+        if bool(finite.all()):
+            return Selection(finite, None, c.n_all, True)
+        return Selection(finite, np.flatnonzero(finite), c.count(finite), False)
+    finite &= c.kept
+    if bool(np.array_equal(finite, c.kept)):
+        return Selection(finite, c.kept_idx, c.n_kept, True)
+    return Selection(finite, np.flatnonzero(finite), c.count(finite), False)
+
+
+def _value_family(out: Out, kind: str, key: str, v: np.ndarray, lo_by_code: np.ndarray
+                  ) -> Selection:
+    """Reward / sample-metric stats: moments, count, Gini mean and exclusions, null count.
+    Returns the samples they were taken over."""
     c = out.cells
-    finite = c.kept & np.isfinite(v)
-    n_finite = c.count(finite)
-    out.put(kind, key, "count", n_finite, c.has_kept)
-    _moments(out, kind, key, v, finite)
-    idx = np.flatnonzero(finite)
-    gini, n_in, n_out = c.group_means(_shifted(v[idx], lo_by_code[c.samples.env[idx]]), idx,
+    sel = _finite_kept(c, v)
+    out.put(kind, key, "count", sel.n, c.has_kept)
+    _moments(out, kind, key, v, sel.mask, n=sel.n, every=sel.idx is None)
+    gini, n_in, n_out = c.group_means(_shifted(c.samples, v, sel.idx, lo_by_code), sel.idx,
                                       gini_per_group)
     out.put(kind, key, "gini_mean", gini, c.has_kept)
     out.put(kind, key, "gini_excluded", n_out, c.has_kept & (n_in + n_out > 0))
-    out.put(kind, key, "null_count", c.count(c.kept) - n_finite, c.has_kept & (c.scope == 0))
+    out.put(kind, key, "null_count", c.n_kept - sel.n, c.has_kept & (c.scope == 0))
+    return sel
 
 
-def _shifted(v: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """v − lo for the Gini, which no positive scale changes: when that overflows for some
-    value (1e308 above a bound of −1e308), (v − lo)/2 for all of them, computed as v/2 − lo/2."""
+def _shifted(s: StepSamples, v: np.ndarray, idx: np.ndarray | None, lo_by_code: np.ndarray
+             ) -> np.ndarray:
+    """v − lo for the Gini (the finite values of samples idx, None: all), which no positive
+    scale changes: when that overflows for some value (1e308 above a bound of −1e308),
+    (v − lo)/2 for all of them, computed as v/2 − lo/2. One bound for every environment is
+    a scalar (+0, the default, leaves v as it is: v − 0 is v, bit for bit)."""
+    x = v if idx is None else v[idx]
+    if bool((lo_by_code == lo_by_code[0]).all()):
+        lo: np.ndarray | float = float(lo_by_code[0])
+        if lo == 0.0 and not np.signbit(lo):
+            return x  # finite values: v − (+0) = v, −0 included
+    else:
+        lo = lo_by_code[s.env if idx is None else s.env[idx]]
     with np.errstate(over="ignore"):
-        x = v - lo
-    return x if np.isfinite(x).all() else v / 2 - lo / 2
+        shifted = x - lo
+    return shifted if np.isfinite(shifted).all() else x / 2 - lo / 2
 
 
 def _normalized_family(out: Out, kind: str, key: str, v: np.ndarray) -> None:
     """The normalized family from v′ (see ingest.core.normalize): mean, std, min, max and Gini mean
     (on v′, floor 0), overall and per environment, stored with stats `norm:<stat>`."""
     c = out.cells
-    finite = c.kept & np.isfinite(v)
-    _moments(out, kind, key, v, finite, PREFIX)
-    idx = np.flatnonzero(finite)
-    out.put(kind, key, PREFIX + "gini_mean", c.group_means(v[idx], idx, gini_per_group)[0])
+    sel = _finite_kept(c, v)
+    _moments(out, kind, key, v, sel.mask, PREFIX, n=sel.n, every=sel.idx is None)
+    x = v if sel.idx is None else v[sel.idx]
+    out.put(kind, key, PREFIX + "gini_mean", c.group_means(x, sel.idx, gini_per_group)[0])
 
 
 def _ranges_family(out: Out, key: str, v: np.ndarray, lo_by_code: np.ndarray,
