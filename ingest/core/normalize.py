@@ -58,24 +58,43 @@ def bound(ranges: EnvRanges, observed: tuple[float, float] | None, kind: str,
 
 def normalized_column(s: StepSamples, v: np.ndarray, kind: str, key: str,
                       ranges: dict[str, EnvRanges], observed: Observed) -> np.ndarray:
-    """v′ for every sample of the step (NaN where v is NaN or no range is known)."""
+    """v′ for every sample of the step (NaN where v is NaN or no range is known).
+
+    The bounds are worked out per environment; a per-sample array is made only of what some
+    environment needs (a zero width's 0.5, an inversion, an overflow's halving): elementwise
+    the same operations on the same values as with every bound per sample."""
     names = [*s.env_names, ""]  # code -1 (no environment) indexes the last entry
     bounds = [bound(ranges.get(n, EnvRanges()) if n else EnvRanges(),
                     observed.get((n, kind, key)), kind, key) for n in names]
-    lo = np.array([np.nan if b.min is None else b.min for b in bounds])[s.env]
-    hi = np.array([np.nan if b.max is None else b.max for b in bounds])[s.env]
-    invert = np.array([b.invert for b in bounds])[s.env]
+    lo_env = np.array([np.nan if b.min is None else b.min for b in bounds])
+    hi_env = np.array([np.nan if b.max is None else b.max for b in bounds])
+    invert = np.array([b.invert for b in bounds])
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        width, above = hi - lo, v - lo
+        width_env = hi_env - lo_env
+        lo = s.by_env(lo_env)
+        above = v - lo
         # Huge finite values (a range of ±1e308) overflow the differences: halve both terms
         # there (exactly), so v′ is lost only where it is itself beyond the float range.
-        over = np.isinf(width) | np.isinf(above)
+        over = np.isinf(above)
+        if np.isinf(width_env).any():
+            over |= s.by_env(np.isinf(width_env))
         if over.any():
-            width = np.where(over, hi / 2 - lo / 2, width)
+            hi = s.by_env(hi_env)
+            width = np.where(over, hi / 2 - lo / 2, s.by_env(width_env))
             above = np.where(over, v / 2 - lo / 2, above)
-        out = np.where(width == 0, 0.5, above / np.where(width == 0, 1.0, width))
-    out = np.where(np.isnan(v), np.nan, out)
-    return np.where(invert, 1.0 - out, out)
+            out = np.where(width == 0, 0.5, above / np.where(width == 0, 1.0, width))
+        elif (width_env == 0).any():
+            zero = width_env == 0
+            out = np.where(s.by_env(zero), 0.5,
+                           above / s.by_env(np.where(zero, 1.0, width_env)))
+        else:
+            out = np.divide(above, s.by_env(width_env), out=above)
+    missing = np.isnan(v)
+    if missing.any():
+        out = np.where(missing, np.nan, out)
+    if invert.all():
+        return 1.0 - out
+    return np.where(s.by_env(invert), 1.0 - out, out) if invert.any() else out
 
 
 def observed_in(names: Sequence[str], codes: np.ndarray, kept: np.ndarray,

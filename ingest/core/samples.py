@@ -8,6 +8,7 @@ wire), and hands it to `ingest.pipeline.aggregate.aggregate_steps`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -52,3 +53,25 @@ class StepSamples:
     @property
     def step_index(self) -> np.ndarray:
         return np.zeros(self.n, dtype=np.int64) if self.step is None else self.step
+
+    def by_env(self, table: np.ndarray) -> np.ndarray:
+        """Per sample, `table`'s entry for its environment code (−1, no environment: the last
+        entry): the values `table[env]` gives, repeated over runs of one environment when the
+        samples come environment by environment (a step's usually do), which is cheaper than
+        indexing sample by sample."""
+        runs = self._env_runs
+        out: np.ndarray = (table[self.env] if runs is None
+                           else np.repeat(table[self.env[runs[0]]], runs[1]))
+        return out
+
+    @cached_property
+    def _env_runs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(start, length) of each run of one environment code; None when runs are short."""
+        env, n = self.env, self.n
+        if n == 0:
+            return None
+        starts = np.flatnonzero(env[1:] != env[:-1]) + 1
+        if 8 * (starts.size + 1) > n:
+            return None
+        starts = np.concatenate(([0], starts))
+        return starts, np.diff(starts, append=n)

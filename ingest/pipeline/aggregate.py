@@ -443,7 +443,7 @@ def _shifted(s: StepSamples, v: np.ndarray, idx: np.ndarray | None, lo_by_code: 
         if lo == 0.0 and not np.signbit(lo):
             return x  # finite values: v − (+0) = v, −0 included
     else:
-        lo = lo_by_code[s.env if idx is None else s.env[idx]]
+        lo = s.by_env(lo_by_code) if idx is None else lo_by_code[s.env[idx]]
     with np.errstate(over="ignore"):
         shifted = x - lo
     return shifted if np.isfinite(shifted).all() else x / 2 - lo / 2
