@@ -128,6 +128,8 @@ class Cells:
 
     def count(self, mask: np.ndarray) -> np.ndarray:
         """Per cell, how many samples `mask` selects."""
+        if not mask.any():  # (no discarded sample, say)
+            return np.zeros(self.size, dtype=np.int64)
         return self._counts(self.take(mask))
 
     def moments(self, x: np.ndarray, mask: np.ndarray, n: np.ndarray | None = None,
@@ -140,6 +142,8 @@ class Cells:
         selected = None if every else self.take(mask)
         if n is None:
             n = self._counts(selected) if selected is not None else self.n_all
+        if not n.any():  # nothing selected (no discarded sample, say): no value anywhere
+            return {stat: np.full(self.size, NAN) for stat in ("mean", "std", "min", "max")}
         pick = None if selected is None or bool(selected.all()) else selected  # None: all
         mean, std = self._mean_std(x, mask, xs, pick, n)
         lo = self._reduce(_where(pick, xs, np.inf), np.minimum, NAN)
@@ -340,35 +344,38 @@ def _bincount_mean(cells: np.ndarray, values: np.ndarray, size: int
 
 
 class Out:
-    """Collects per-cell statistic arrays under (kind, key, stat); NaN = no value."""
+    """Collects per-cell statistic arrays under (kind, key, stat); NaN = no value. The masks
+    and the NaN for values beyond float64 are applied to all of them at once, in `table`."""
 
     def __init__(self, cells: Cells) -> None:
         self.cells = cells
-        self.stats: dict[Family, np.ndarray] = {}
+        self.stats: dict[Family, tuple[np.ndarray, np.ndarray | None]] = {}
         self.only: np.ndarray | None = None  # cells a metric may have values in (its steps)
 
     def put(self, kind: str, key: str, stat: str, values: np.ndarray,
             where: np.ndarray | None = None) -> None:
-        v = np.asarray(values, dtype=np.float64)
         keep = self.only if where is None else (where if self.only is None else where & self.only)
-        if keep is not None:
-            v = np.where(keep, v, NAN)
-        if np.isinf(v).any():  # a value beyond float64 (a std over 1.3e308): no point, not inf
-            v = np.where(np.isinf(v), NAN, v)
-        self.stats[(kind, key, stat)] = v
+        self.stats[(kind, key, stat)] = (np.asarray(values, dtype=np.float64), keep)
 
     def table(self) -> Table:
         s, w = self.cells.samples, self.cells.width
+        if not self.stats:
+            return Table([], np.zeros((s.n_steps, 0)))
+        families = list(self.stats)
+        v = np.stack([values for values, _ in self.stats.values()])
+        masked = [(i, keep) for i, (_, keep) in enumerate(self.stats.values())
+                  if keep is not None]
+        if masked:
+            keep = np.ones(v.shape, dtype=bool)
+            keep[[i for i, _ in masked]] = np.stack([k for _, k in masked])
+            v[~keep] = NAN
+        v[np.isinf(v)] = NAN  # a value beyond float64 (a std over 1.3e308): no point, not inf
+        grid = v.reshape(len(families), s.n_steps, w)
         envs: list[str | None] = [None, *s.env_names]
-        keys: list[SeriesKey] = []
-        cols = []
-        for (kind, key, stat), v in self.stats.items():
-            grid = v.reshape(s.n_steps, w)
-            for j in np.flatnonzero(~np.isnan(grid).all(axis=0)).tolist():
-                keys.append((kind, key, stat, envs[j]))
-                cols.append(grid[:, j])
-        values = np.stack(cols, axis=1) if cols else np.zeros((s.n_steps, 0))
-        return Table(keys, values)
+        family, env = np.nonzero(~np.isnan(grid).all(axis=1))  # family by family, envs in order
+        keys: list[SeriesKey] = [(*families[f], envs[e])
+                                 for f, e in zip(family.tolist(), env.tolist(), strict=True)]
+        return Table(keys, np.ascontiguousarray(grid[family, :, env].T))
 
 
 def _per_code(s: StepSamples, ranges: dict[str, EnvRanges], pick: Bound, default: float):
@@ -481,15 +488,19 @@ def _groups_family(out: Out, lo_by_code: np.ndarray, hi_by_code: np.ndarray) -> 
     A group belongs to the environment of its first sample.
     """
     c, s = out.cells, out.cells.samples
-    idx = np.flatnonzero(c.kept & np.isfinite(s.reward))
-    idx = idx[np.argsort(s.group[idx], kind="stable")]  # stable: a group's first sample leads
-    starts, _ = runs(s.group[idx])
-    r = s.reward[idx]
+    idx = _finite_kept(c, s.reward).idx
+    group = s.group if idx is None else s.group[idx]
+    if group.size > 1 and bool(np.any(group[1:] < group[:-1])):
+        order = np.argsort(group, kind="stable")  # stable: a group's first sample leads
+        idx = order if idx is None else idx[order]
+        group = group[order]
+    starts, _ = runs(group)
+    r = s.reward if idx is None else s.reward[idx]
     if starts.size:
         gmin, gmax = np.minimum.reduceat(r, starts), np.maximum.reduceat(r, starts)
     else:
         gmin = gmax = np.zeros(0)
-    first = idx[starts]
+    first = starts if idx is None else idx[starts]
     genv = s.env[first]
     tied = gmin == gmax
     w = c.width
