@@ -5,8 +5,9 @@ consecutive small ones into batch frames (a list of messages; the server replies
 reply per message) of at most FRAME_ROWS messages and `frame_bytes` bytes — at most `max_in_flight`
 frames / `max_in_flight_bytes` unacknowledged, under a client-side rate limit in frames per second —
 and a receiver task matches acks and error replies by id; acknowledged and rejected messages are
-deleted from the outbox in one transaction per COMMIT_EVERY (at once while a flush waits). When the session ends everything unacknowledged is sent
-again, with its original id, after a capped exponential backoff with jitter. Close codes:
+deleted from the outbox in one transaction per COMMIT_EVERY (at once while a flush waits). When
+the session ends everything unacknowledged is sent again, with its original id, after a capped
+exponential backoff with jitter. Close codes:
 4401 stops sending for good (the outbox is kept), 4413 splits the refused message in halves
 and lowers the size limits, 4429 halves the message rate, 4500 (the server's storage failed)
 and any other code reconnect and resend.
