@@ -538,8 +538,8 @@ def _length_groups(out: Out) -> None:
     c, s = out.cells, out.cells.samples
     if s.completion_tokens is None:
         return
-    idx = np.flatnonzero(c.kept & np.isfinite(s.completion_tokens))
-    x = s.completion_tokens[idx]
+    idx = _finite_kept(c, s.completion_tokens).idx
+    x = s.completion_tokens if idx is None else s.completion_tokens[idx]
     gini = c.group_means(x, idx, gini_per_group)[0]
     ratio = c.group_means(x, idx, max_median_ratio_per_group)[0]
     out.put("rollouts", "group_length_gini_mean", "group_length_gini_mean", gini)
@@ -550,7 +550,8 @@ def _rollouts_family(out: Out, tokens: dict[str, np.ndarray]) -> None:
     """Token moments, stop-by-length share, length groups, off-policy lag; kept samples."""
     c, s = out.cells, out.cells.samples
     for key, col in tokens.items():
-        _moments(out, "rollouts", key, col, c.kept & np.isfinite(col))
+        sel = _finite_kept(c, col)
+        _moments(out, "rollouts", key, col, sel.mask, n=sel.n, every=sel.idx is None)
     if s.stop_length is not None:
         stop = c.kept & np.isfinite(s.stop_length)
         pct = _pct(c.count(stop & (s.stop_length == 1)), c.count(stop))

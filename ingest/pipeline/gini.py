@@ -7,6 +7,7 @@ A group statistic returns one value per group and whether the group enters the m
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -72,12 +73,14 @@ def gini_per_group(
     # The sums are per-group reductions whatever the path, so a group's Gini has the same bits
     # whichever other groups (steps) share the call: a re-aggregation rewrites nothing unchanged.
     k = int(counts[0]) if counts.size else 0
-    if k and k * counts.size == x.size and (counts == k).all():  # groups of one size
-        coef = np.tile(2.0 * np.arange(k) + 1 - k, counts.size)
+    if k and k * counts.size == x.size and bool((counts == k).all()):  # groups of one size
+        coef = _coefficients(k, counts.size)
+        rows = x.reshape(counts.size, k)
+        lo, hi = rows[:, 0], rows[:, -1]
     else:
         rank = np.arange(x.size) - np.repeat(starts, counts)  # 0-based rank within the group
         coef = (2 * rank + 1 - np.repeat(counts, counts)).astype(np.float64)
-    lo, hi = x[starts], x[starts + counts - 1]
+        lo, hi = x[starts], x[starts + counts - 1]
     included = (counts >= 2) & (lo >= 0)
     # All-equal groups (x̄ may be 0) are exactly 0; rounding must not make them tiny non-zeros.
     spread = included & (hi > lo)
@@ -93,6 +96,15 @@ def gini_per_group(
     gini = np.zeros(starts.size)
     gini[spread] = num[spread] / denominator[spread]
     return gini, included
+
+
+@functools.lru_cache(maxsize=8)
+def _coefficients(k: int, n_groups: int) -> np.ndarray:
+    """2i − n − 1 (i 1-based) for n_groups groups of k sorted values, one after another: the
+    same for every column of a pass, so made once (read-only)."""
+    coef = np.tile(2.0 * np.arange(k) + 1 - k, n_groups)
+    coef.flags.writeable = False
+    return coef
 
 
 def max_median_ratio_per_group(
