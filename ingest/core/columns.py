@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import numpy as np
@@ -156,16 +156,21 @@ def _nan_bytes(n: int) -> bytes:
 
 def float_column(raws: list[Raw], get: Callable[[Raw], bytes | None]) -> np.ndarray | None:
     """One float column over every batch (NaN for batches without it); None if none has it."""
-    parts = [get(r) for r in raws]
-    if all(p is None for p in parts):
-        return None
-    return np.frombuffer(b"".join(_nan_bytes(r["n"]) if p is None else p
-                                  for r, p in zip(raws, parts, strict=True)), dtype="<f8")
+    return _joined(raws, [get(r) for r in raws])
+
+
+def _joined(raws: list[Raw], parts: list[bytes | None]) -> np.ndarray | None:
+    """The batches' parts of one float column end to end (NaN for a batch without one)."""
+    if None in parts:
+        if all(p is None for p in parts):
+            return None
+        parts = [_nan_bytes(r["n"]) if p is None else p for r, p in zip(raws, parts, strict=True)]
+    return np.frombuffer(b"".join(cast(list[bytes], parts)), dtype="<f8")
 
 
 def _metric_column(raws: list[Raw], name: str) -> np.ndarray:
     """A sample metric over every batch (NaN where a batch lacks it); some batch has it."""
-    column = float_column(raws, lambda r: r["metrics"].get(name))
+    column = _joined(raws, [r["metrics"].get(name) for r in raws])
     assert column is not None
     return column
 
@@ -200,7 +205,14 @@ def _strings(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
 def vocabulary(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
     """A string column of few values (env, reasons): its distinct values, sorted, and each
     sample's index into them."""
-    uniques, index = _strings(raws, name)
+    first = raws[0].get(name) if raws else None
+    if first is not None and "u" in first and all(
+            (col := r.get(name)) is not None and col.get("u") == first["u"] for r in raws):
+        # Every batch names the same values (an env split, no discards): their codes as they are.
+        uniques = first["u"]
+        index = np.frombuffer(b"".join([r[name]["c"] for r in raws]), dtype="<i4")
+    else:
+        uniques, index = _strings(raws, name)
     vocab = sorted(set(uniques))
     position = {v: i for i, v in enumerate(vocab)}
     return vocab, np.array([position[u] for u in uniques], dtype=np.int64)[index]
@@ -214,9 +226,11 @@ def _id_codes(raws: list[Raw], step_of_batch: np.ndarray, n_steps: int,
     text = np.array([r[name].get("i") is None for r in raws], dtype=bool)
     stringy = np.zeros(n_steps, dtype=bool)
     stringy[step_of_batch[text]] = True
+    as_int = ~stringy[step_of_batch]
+    if as_int.all():  # (read-only: codes are compared, never written)
+        return np.frombuffer(b"".join([r[name]["i"] for r in raws]), dtype="<i8")
     sizes = [r["n"] for r in raws]
     codes = np.empty(int(sum(sizes)), dtype=np.int64)
-    as_int = ~stringy[step_of_batch]
     if as_int.any():  # an integer id is its own code (codes only compare within a step)
         codes[np.repeat(as_int, sizes)] = np.frombuffer(
             b"".join(r[name]["i"] for r, yes in zip(raws, as_int, strict=True) if yes),
@@ -260,6 +274,14 @@ def canonical_order(step: np.ndarray, group: np.ndarray, sample: np.ndarray,
     return Order(None)
 
 
+def _metric_steps(steps: list[list[Raw]], names: list[str]) -> dict[str, np.ndarray]:
+    """Which steps carried each sample metric: every step each one when every batch carries
+    all of them (a trainer sends the same metrics at every step)."""
+    if all(len(r["metrics"]) == len(names) for rs in steps for r in rs):
+        return {k: np.ones(len(steps), dtype=bool) for k in names}
+    return {k: np.array([any(k in r["metrics"] for r in rs) for rs in steps]) for k in names}
+
+
 def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
     """Concatenate the unpacked batches of some steps (one list per step, each non-empty) into
     canonical-order StepSamples: by step, then group, sample id and reward. Work is per column
@@ -297,8 +319,7 @@ def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
         stop_length = lut[order.take(stop_codes)]
     names = sorted({k for r in raws for k in r["metrics"]})
     metrics = {k: order.take(_metric_column(raws, k)) for k in names}
-    metric_steps = {k: np.array([any(k in r["metrics"] for r in rs) for rs in steps])
-                    for k in names}
+    metric_steps = _metric_steps(steps, names)
     latest = np.full(len(steps), np.nan)
     times = column("time")
     if times is not None and step.size:

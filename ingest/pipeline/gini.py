@@ -88,13 +88,13 @@ def gini_per_group(
         num = np.add.reduceat(coef * x, starts)
         denominator = counts * np.add.reduceat(x, starts)
         over = spread & ~(np.isfinite(num) & np.isfinite(denominator))
-        if over.any() and np.isfinite(hi[over]).all():
+        if bool(over.any()) and np.isfinite(hi[over]).all():
             # Huge finite values (1e308) overflow the sums; G is the same for x / max(x).
             scaled = x / np.repeat(np.where(over, hi, 1.0), counts)
             num[over] = np.add.reduceat(coef * scaled, starts)[over]
             denominator[over] = (counts * np.add.reduceat(scaled, starts))[over]
     gini = np.zeros(starts.size)
-    gini[spread] = num[spread] / denominator[spread]
+    np.divide(num, denominator, out=gini, where=spread)
     return gini, included
 
 
