@@ -282,6 +282,18 @@ def _metric_steps(steps: list[list[Raw]], names: list[str]) -> dict[str, np.ndar
     return {k: np.array([any(k in r["metrics"] for r in rs) for rs in steps]) for k in names}
 
 
+def _run_starts(codes: np.ndarray) -> np.ndarray:
+    """Where each run of equal codes begins (codes not empty)."""
+    return np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1))
+
+
+def _run_index(new: np.ndarray) -> np.ndarray:
+    """0, 1, 2… by runs, a new run where `new` is True (true at 0): `cumsum(new) − 1` by a
+    repeat, which is several times faster."""
+    starts = np.flatnonzero(new)
+    return np.repeat(np.arange(starts.size), np.diff(starts, append=new.size))
+
+
 def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
     """Concatenate the unpacked batches of some steps (one list per step, each non-empty) into
     canonical-order StepSamples: by step, then group, sample id and reward. Work is per column
@@ -323,11 +335,11 @@ def assemble_steps(steps: list[list[Raw]]) -> tuple[StepSamples, np.ndarray]:
     latest = np.full(len(steps), np.nan)
     times = column("time")
     if times is not None and step.size:
-        starts = np.flatnonzero(np.diff(step, prepend=-1))
+        starts = _run_starts(step)
         latest[step[starts]] = np.fmax.reduceat(times, starts)
     samples = StepSamples(
         reward=order.take(reward),
-        group=np.cumsum(new_group) - 1,
+        group=_run_index(new_group),
         env=order.take(env_codes),
         env_names=list(env_names),
         discard=discard,

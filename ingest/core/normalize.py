@@ -108,7 +108,7 @@ def observed_in(names: Sequence[str], codes: np.ndarray, kept: np.ndarray,
         return {}
     order = chosen[np.argsort(codes[chosen], kind="stable")]
     sorted_codes = codes[order]
-    starts = np.flatnonzero(np.diff(sorted_codes, prepend=sorted_codes[0] - 1))
+    starts = np.concatenate(([0], np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1))
     envs = [str(names[k]) for k in sorted_codes[starts].tolist()]
     out: Observed = {}
     for kind, key, v in columns:
