@@ -76,20 +76,18 @@ class Cells:
         self.order = None
         if s.n > 1 and bool(np.any(key[1:] < key[:-1])):
             self.order = np.argsort(key, kind="stable")
-        self.key = key if self.order is None else key[self.order]  # per sample, in part order
-        self.all_cell = self.key - self.key % w  # the step's scope 0, per sample in part order
-        self.part_starts, _ = runs(self.key)
-        part_key = self.key[self.part_starts]
+        key = key if self.order is None else key[self.order]  # per sample, in part order
+        self.part_starts, self.part_counts = runs(key)
+        part_key = key[self.part_starts]
         self.step_parts, _ = runs(part_key // w)  # the parts of each step, one after another
         self.step_cells = part_key[self.step_parts] - part_key[self.step_parts] % w
         env_part = part_key % w > 0
         self.env_parts, self.env_cells = np.flatnonzero(env_part), part_key[env_part]
         self.scope = np.arange(self.size) % w  # per cell
         self.step_of_cell = np.arange(self.size) // w
-        self.part_counts = np.diff(self.part_starts, append=s.n)
         self.part_key, self.part_all = part_key, part_key - part_key % w
         self.kept = s.discard == KEPT
-        self.n_all = self._counts(np.ones(s.n, dtype=bool))
+        self.n_all = self._cells(self.part_counts, np.add, 0)  # samples per cell
         self.all_kept = bool(self.kept.all())
         self.n_kept = self.n_all if self.all_kept else self.count(self.kept)
         # The samples every statistic of kept values selects when none is missing: None, all.
