@@ -97,6 +97,7 @@ class Cells:
         self.group_step = np.zeros(int(s.group.max()) + 1 if s.n else 0, dtype=np.int64)
         self.group_step[s.group] = step
         self._by_member: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._kept_parts: tuple[np.ndarray, np.ndarray] | None = None
         self._last_units: tuple[np.ndarray | None, Units] | None = None
 
     def take(self, column: np.ndarray) -> np.ndarray:
@@ -137,13 +138,20 @@ class Cells:
         every statistic is then one reduction over the parts. `n`: the mask's counts, when
         known; `every`: the mask selects every sample."""
         xs = self.take(x)
-        selected = None if every else self.take(mask)
+        if every:
+            selected = unselected = None
+        elif mask is self.kept:  # (the kept samples: every column without a missing value)
+            selected, unselected = self._kept_in_part_order()
+        else:
+            selected, unselected = self.take(mask), None
         if n is None:
             n = self._counts(selected) if selected is not None else self.n_all
         if not n.any():  # nothing selected (no discarded sample, say): no value anywhere
             return {stat: np.full(self.size, NAN) for stat in ("mean", "std", "min", "max")}
         pick = None if selected is None or bool(selected.all()) else selected  # None: all
-        mean, std = self._mean_std(x, mask, xs, pick, n)
+        if pick is not None and unselected is None:
+            unselected = ~pick
+        mean, std = self._mean_std(x, mask, xs, pick, unselected, n)
         lo = self._reduce(_where(pick, xs, np.inf), np.minimum, NAN)
         hi = self._reduce(_where(pick, xs, -np.inf), np.maximum, NAN)
         empty = n == 0
@@ -159,17 +167,25 @@ class Cells:
         each part): the same values as indexing by each sample's cell, by one repeat."""
         return np.repeat(cell_values[part_cells], self.part_counts)
 
+    def _kept_in_part_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(kept, not kept) per sample in part order, made once."""
+        if self._kept_parts is None:
+            kept = self.take(self.kept)
+            self._kept_parts = kept, ~kept
+        return self._kept_parts
+
     def _squares(self, xs: np.ndarray, mean: np.ndarray, part_cells: np.ndarray,
-                 selected: np.ndarray | None) -> np.ndarray:
+                 unselected: np.ndarray | None) -> np.ndarray:
         """Per part, the sum of the squared deviations of its selected values from the mean
         of the cell `part_cells` names."""
         d = np.subtract(xs, self._per_sample(mean, part_cells))
-        if selected is not None:
-            d[~selected] = 0.0  # x may be NaN or inf elsewhere
+        if unselected is not None:
+            d[unselected] = 0.0  # x may be NaN or inf there
         return np.add.reduceat(np.multiply(d, d, out=d), self.part_starts)
 
     def _mean_std(self, x: np.ndarray, mask: np.ndarray, xs: np.ndarray,
-                  selected: np.ndarray | None, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                  selected: np.ndarray | None, unselected: np.ndarray | None, n: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
         """Per cell mean and std of the selected values (in part order). A cell whose sum or
         squared deviations overflow (finite values near 1e154 and over: [1e308, 1e308] sums to
         inf) is computed again on its values divided by their largest magnitude, then scaled
@@ -180,10 +196,10 @@ class Cells:
             squares = np.full(self.size, 0.0)
             if self.part_starts.size:
                 squares[self.step_cells] = np.add.reduceat(
-                    self._squares(xs, mean, self.part_all, selected), self.step_parts)
+                    self._squares(xs, mean, self.part_all, unselected), self.step_parts)
                 if self.env_parts.size:
                     squares[self.env_cells] = self._squares(
-                        xs, mean, self.part_key, selected)[self.env_parts]
+                        xs, mean, self.part_key, unselected)[self.env_parts]
             scale = np.ones(self.size)
             over = (n > 0) & ~(np.isfinite(mean) & np.isfinite(squares))
             if over.any():
@@ -290,6 +306,7 @@ class Units:
         self.mixed = False
         self.size = 0  # every unit has this many samples (0: not so)
         self.cells: np.ndarray | None = None  # per group then per env unit: its cell
+        self._grid: tuple[np.ndarray, np.ndarray] | None = None  # (see sorted_values)
         if n > 1 and bool(np.any(self.codes[1:] < self.codes[:-1])):
             groups = np.unique(self.codes) // w
             self.mixed = bool(np.any(groups[1:] == groups[:-1]))
@@ -312,10 +329,15 @@ class Units:
         width = int(self.counts.max()) if self.counts.size else 0
         if not x.size or self.starts.size * width > 2 * x.size + 64 or np.isnan(x).any():
             return x[sort_within_groups(x, self.codes)]
-        row = np.repeat(np.arange(self.starts.size), self.counts)
-        grid = np.full((self.starts.size, width), np.inf)
-        grid[row, np.arange(x.size) - self.starts[row]] = x
-        return np.sort(grid, axis=1)[np.arange(width) < self.counts[:, None]]
+        if self._grid is None:  # where each value goes in the grid, and where it is after
+            row = np.repeat(np.arange(self.starts.size), self.counts)
+            into = row * width + np.arange(x.size) - self.starts[row]
+            out = np.flatnonzero(np.arange(width) < self.counts[:, None])
+            self._grid = into, out
+        into, out = self._grid
+        grid = np.full(self.starts.size * width, np.inf)
+        grid[into] = x
+        return np.sort(grid.reshape(self.starts.size, width), axis=1).ravel()[out]
 
 
 def _where(selected: np.ndarray | None, values: np.ndarray, fill: float) -> np.ndarray:
@@ -416,7 +438,7 @@ def _finite_kept(c: Cells, v: np.ndarray) -> Selection:
         return Selection(finite, np.flatnonzero(finite), c.count(finite), False)
     finite &= c.kept
     if bool(np.array_equal(finite, c.kept)):
-        return Selection(finite, c.kept_idx, c.n_kept, True)
+        return Selection(c.kept, c.kept_idx, c.n_kept, True)
     return Selection(finite, np.flatnonzero(finite), c.count(finite), False)
 
 
