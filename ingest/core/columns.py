@@ -205,14 +205,7 @@ def _strings(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
 def vocabulary(raws: list[Raw], name: str) -> tuple[list[str], np.ndarray]:
     """A string column of few values (env, reasons): its distinct values, sorted, and each
     sample's index into them."""
-    first = raws[0].get(name) if raws else None
-    if first is not None and "u" in first and all(
-            (col := r.get(name)) is not None and col.get("u") == first["u"] for r in raws):
-        # Every batch names the same values (an env split, no discards): their codes as they are.
-        uniques = first["u"]
-        index = np.frombuffer(b"".join([r[name]["c"] for r in raws]), dtype="<i4")
-    else:
-        uniques, index = _strings(raws, name)
+    uniques, index = _strings(raws, name)
     vocab = sorted(set(uniques))
     position = {v: i for i, v in enumerate(vocab)}
     return vocab, np.array([position[u] for u in uniques], dtype=np.int64)[index]
@@ -226,11 +219,9 @@ def _id_codes(raws: list[Raw], step_of_batch: np.ndarray, n_steps: int,
     text = np.array([r[name].get("i") is None for r in raws], dtype=bool)
     stringy = np.zeros(n_steps, dtype=bool)
     stringy[step_of_batch[text]] = True
-    as_int = ~stringy[step_of_batch]
-    if as_int.all():  # (read-only: codes are compared, never written)
-        return np.frombuffer(b"".join([r[name]["i"] for r in raws]), dtype="<i8")
     sizes = [r["n"] for r in raws]
     codes = np.empty(int(sum(sizes)), dtype=np.int64)
+    as_int = ~stringy[step_of_batch]
     if as_int.any():  # an integer id is its own code (codes only compare within a step)
         codes[np.repeat(as_int, sizes)] = np.frombuffer(
             b"".join(r[name]["i"] for r, yes in zip(raws, as_int, strict=True) if yes),
