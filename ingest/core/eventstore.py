@@ -17,15 +17,14 @@ read API (`/events`, `/performance`, `/gauges`) work on what `decode_events` ret
 
 from __future__ import annotations
 
-import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 import numpy as np
-import zstandard
 
+from ingest.core import zstd
 from ingest.core.intervals import factorize
 from ingest.core.timeline import EventTable
 from trainer_hooks.wire.schema import EVENT_STATUSES, Events, Gauges, Labels
@@ -37,8 +36,6 @@ _SQUEEZE_MIN = 256  # label bytes below which compressing never pays
 # How a blob's label lists are stored ("z", "zi"): False/0 as packed, True/1 zlib (format 1),
 # 2 zstd level 1 (format 2: ~4x faster than zlib level 1 and smaller, on 4,096 sample ids).
 _PLAIN, _ZLIB, _ZSTD = 0, 1, 2
-_ZSTD_LEVEL = 1
-_local = threading.local()  # a zstd context per thread (ingest threads share this module)
 
 # Columns by kind: (message field, table field, table list field for labels).
 _EVENT_FLOATS = ("start", "end")
@@ -127,27 +124,19 @@ def _encode(n: int, floats: dict[str, np.ndarray], ints: dict[str, np.ndarray],
     return msgpack.packb(out, use_bin_type=True)
 
 
-def _zstd() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
-    pair = getattr(_local, "zstd", None)
-    if pair is None:
-        pair = _local.zstd = (zstandard.ZstdCompressor(level=_ZSTD_LEVEL),
-                              zstandard.ZstdDecompressor())
-    return pair
-
-
 def _squeezed(lists: dict[str, Any]) -> tuple[int, bytes]:
     """(how stored, the lists packed): zstd when it pays."""
     packed = msgpack.packb(lists, use_bin_type=True)
     if len(packed) < _SQUEEZE_MIN:
         return _PLAIN, packed
-    squeezed = _zstd()[0].compress(packed)
+    squeezed = zstd.contexts()[0].compress(packed)
     return (_ZSTD, squeezed) if len(squeezed) < len(packed) else (_PLAIN, packed)
 
 
 def _unsqueezed(m: dict[str, Any], z: str, key: str) -> dict[str, Any]:
     data, how = m[key], m[z]
     if how == _ZSTD and type(how) is int:
-        data = _zstd()[1].decompress(data)
+        data = zstd.contexts()[1].decompress(data)
     elif how:  # True (format 1): zlib
         data = zlib.decompress(data)
     found: dict[str, Any] = msgpack.unpackb(data, raw=False)

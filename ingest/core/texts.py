@@ -55,18 +55,16 @@ from typing import Any
 
 import msgpack
 import numpy as np
-import zstandard
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import connection
 
-from ingest.core import columns
+from ingest.core import columns, zstd
 from trainer_hooks.wire import protocol as p
 from trainer_hooks.wire.texts import PackedText, TextColumn, distinct
 
 RAW, ZLIB, PACKED, ZSTD, STORED, WIRE = (b"\x00", b"\x01", b"\x03", b"\x04", b"\x05",
                                          b"\x06")
-LEVEL = 1  # zstd
 PROBE = 32 << 10  # a payload larger than 8 probes is first probed with its last PROBE bytes
 SHRINK = 0.9  # (text, past the indexes) and compressed when they shrink to at most this
 SPLIT = 256 << 10  # the least text a piece compressed apart holds (see `compress`)
@@ -188,17 +186,8 @@ def _bin_header(size: int) -> bytes:
     return b"\xc6" + size.to_bytes(4, "big")
 
 
-_local = threading.local()  # a zstd context per thread (ingest threads share this module)
 _helpers: ThreadPoolExecutor | None = None
 _helpers_lock = threading.Lock()
-
-
-def _zstd() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
-    pair = getattr(_local, "zstd", None)
-    if pair is None:
-        pair = _local.zstd = (zstandard.ZstdCompressor(level=LEVEL),
-                              zstandard.ZstdDecompressor())
-    return pair
 
 
 def _helper() -> ThreadPoolExecutor | None:
@@ -213,7 +202,7 @@ def _helper() -> ThreadPoolExecutor | None:
 
 
 def _compress_part(data: memoryview) -> bytes:
-    return _zstd()[0].compress(data)
+    return zstd.contexts()[0].compress(data)
 
 
 def compress(*parts: bytes) -> bytes:
@@ -223,7 +212,7 @@ def compress(*parts: bytes) -> bytes:
     or more (k ≥ 2) is cut into up to k pieces (one more than the helper threads), one frame
     each, compressed at once: the first by this thread, the others by helpers (zstd runs
     without the GIL); a piece no helper has started when this thread is done, it does itself."""
-    cctx = _zstd()[0]
+    cctx = zstd.contexts()[0]
     size = sum(map(len, parts))
     text = memoryview(parts[-1])
     if size > 8 * PROBE and len(text) >= PROBE and len(
@@ -255,7 +244,7 @@ def decode(blob: bytes | memoryview) -> Texts:
     data = bytes(blob)
     kind = data[:1]
     if kind == ZSTD:  # one or more frames
-        return _unpack(_zstd()[1].decompressobj(read_across_frames=True).decompress(
+        return _unpack(zstd.contexts()[1].decompressobj(read_across_frames=True).decompress(
             memoryview(data)[1:]))
     if kind == STORED:
         return _unpack(data[1:])

@@ -38,11 +38,6 @@ def install(lock: Any = None) -> Any:
     return _LOCK
 
 
-def shared() -> Any:
-    """This process's write lock (None when none is installed)."""
-    return _LOCK
-
-
 class DatabaseWrapper(base.DatabaseWrapper):
     _held: Any = None  # the lock this connection's open transaction holds
 
