@@ -348,12 +348,18 @@ def _where(selected: np.ndarray | None, values: np.ndarray, fill: float) -> np.n
 def _bincount_mean(cells: np.ndarray, values: np.ndarray, size: int
                    ) -> tuple[np.ndarray, np.ndarray]:
     """(mean of the values per cell, NaN for none; how many). A cell whose sum overflows
-    (max / median ratios of huge lengths) is summed again divided by its largest |value|."""
+    (max / median ratios of huge lengths) is summed again divided by its largest |value|,
+    unless one of its own values is infinite: decided per cell, so that a cell's mean never
+    depends on the other steps of the pass."""
     n = np.bincount(cells, minlength=size)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mean = np.bincount(cells, weights=values, minlength=size) / n
         over = (n > 0) & ~np.isfinite(mean)
-        if over.any() and np.isfinite(values).all():
+        if over.any():
+            infinite = ~np.isfinite(values)
+            if infinite.any():
+                over &= np.bincount(cells[infinite], minlength=size) == 0
+        if over.any():
             scale = np.ones(size)
             np.maximum.at(scale, cells, np.where(over[cells], np.abs(values), 0.0))
             scale[~over] = 1.0
@@ -462,8 +468,9 @@ def _shifted(s: StepSamples, v: np.ndarray, idx: np.ndarray | None, lo_by_code: 
              ) -> np.ndarray:
     """v − lo for the Gini (the finite values of samples idx, None: all), which no positive
     scale changes: when that overflows for some value (1e308 above a bound of −1e308),
-    (v − lo)/2 for all of them, computed as v/2 − lo/2. One bound for every environment is
-    a scalar (+0, the default, leaves v as it is: v − 0 is v, bit for bit)."""
+    (v − lo)/2 for every sample of that value's group, computed as v/2 − lo/2. One bound
+    for every environment is a scalar (+0, the default, leaves v as it is: v − 0 is v, bit
+    for bit)."""
     x = v if idx is None else v[idx]
     if bool((lo_by_code == lo_by_code[0]).all()):
         lo: np.ndarray | float = float(lo_by_code[0])
@@ -473,7 +480,13 @@ def _shifted(s: StepSamples, v: np.ndarray, idx: np.ndarray | None, lo_by_code: 
         lo = s.by_env(lo_by_code) if idx is None else lo_by_code[s.env[idx]]
     with np.errstate(over="ignore"):
         shifted = x - lo
-    return shifted if np.isfinite(shifted).all() else x / 2 - lo / 2
+    overflow = ~np.isfinite(shifted)
+    if not overflow.any():
+        return shifted
+    group = s.group if idx is None else s.group[idx]  # (codes unique across steps)
+    halve = np.isin(group, group[overflow])  # its groups only: no other step's Gini moves
+    shifted[halve] = x[halve] / 2 - (lo if isinstance(lo, float) else lo[halve]) / 2
+    return shifted
 
 
 def _normalized_family(out: Out, kind: str, key: str, v: np.ndarray) -> None:

@@ -112,3 +112,46 @@ def test_a_pass_of_many_steps_gives_each_step_the_bits_it_has_alone(seed: int) -
         row = Table(together.keys, together.values[i:i + 1])
         present = [j for j, v in enumerate(row.values[0]) if not np.isnan(v)]
         same_bits(Table([row.keys[j] for j in present], row.values[:, present]), alone)
+
+
+def _step(reward: list[float], group: list[int], env: list[int], names: list[str],
+          tokens: list[float] | None = None) -> StepSamples:
+    n = len(reward)
+    return StepSamples(
+        reward=np.array(reward), group=np.array(group), env=np.array(env), env_names=names,
+        discard=np.zeros(n, dtype=np.int8),
+        completion_tokens=None if tokens is None else np.array(tokens))
+
+
+def _alone_and_together(a: StepSamples, b: StepSamples, ranges: dict[str, EnvRanges]) -> None:
+    """Step a's statistics are the same bits whether step b shares its pass or not."""
+    together = aggregate_steps(stack([a, b]), ranges, {})
+    alone = aggregate_steps(stack([a]), ranges, {})
+    row = Table(together.keys, together.values[:1])
+    present = [j for j, v in enumerate(row.values[0]) if not np.isnan(v)]
+    same_bits(Table([row.keys[j] for j in present], row.values[:, present]), alone)
+
+
+def test_an_overflowing_mean_over_groups_does_not_depend_on_another_steps_inf() -> None:
+    """Step a's groups have max/median ratios of 1e308, whose sum overflows (the mean is taken
+    again on scaled values); step b's one group has an infinite ratio (a huge length over a
+    tiny median). Whether a's mean is rescaled is decided for a's cell, not for the pass."""
+    a = _step([0.0] * 6, [0, 0, 0, 1, 1, 1], [-1] * 6, [],
+              tokens=[1.0, 1.0, 1e308, 1.0, 1.0, 1e308])
+    b = _step([0.0] * 3, [0, 0, 0], [-1] * 3, [], tokens=[1e-300, 1e-300, 1e300])
+    alone = aggregate_steps(stack([a]), {}, {})
+    ratio = alone.keys.index(("rollouts", "group_length_max_median_ratio_mean",
+                              "group_length_max_median_ratio_mean", None))
+    assert alone.values[0, ratio] == 1e308
+    _alone_and_together(a, b, {})
+
+
+def test_a_gini_shift_that_overflows_halves_only_its_own_groups() -> None:
+    """Step b's reward sits 1e308 above its environment's declared minimum of −1e308, so
+    v − min overflows and its group's Gini is taken on halved values; step a (another
+    environment, floor 0, subnormal rewards that halving would round) keeps its own."""
+    names = ["a", "b"]
+    a = _step([5e-324, 1.5e-323, 1e-323, 2e-323], [0, 0, 1, 1], [0] * 4, names)
+    b = _step([1e308, 0.0], [0, 0], [1, 1], names)
+    ranges = {"b": EnvRanges(-1e308, 1e308, {})}
+    _alone_and_together(a, b, ranges)
