@@ -56,6 +56,17 @@ class IngestConsumer(AsyncWebsocketConsumer):
     # cannot fail the handshake; publishing is best effort (ingest.core.broadcast).
     channel_layer_alias = "__ingest_needs_no_channel__"
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels closes stale database connections before every handler, through a hop to
+        its sync thread and back: for each frame received, a tenth of the event loop's time
+        under a trainer's stream. A frame's handler only queues it (its database work runs on
+        the writer's thread, `database_sync_to_async`, which closes stale connections there),
+        so frames skip it; connect and disconnect keep it."""
+        if message["type"] == "websocket.receive":
+            await self.websocket_receive(message)
+        else:
+            await super().dispatch(message)
+
     async def connect(self) -> None:
         headers = dict(self.scope.get("headers") or [])
         token = auth.bearer(headers.get(b"authorization"))

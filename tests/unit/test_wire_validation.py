@@ -89,3 +89,23 @@ def test_a_field_that_is_no_samples_column_is_left_out_and_named() -> None:
 def test_a_message_of_many_unknown_fields_is_refused() -> None:
     error = refused(samples(**{f"junk{i}": 1 for i in range(101)}))
     assert (error.code, error.field) == ("too_many", "junk0")
+
+
+@pytest.mark.parametrize("order", ["rising", "shuffled"])
+def test_a_samples_message_spans_at_most_the_step_cap(order: str) -> None:
+    """Counted from the differences when the steps never go down, by sorting otherwise: the
+    same answer either way, at the cap and one past it."""
+    cap = p.MAX_STEPS_PER_MESSAGE
+    rng = np.random.default_rng(3)
+    for distinct, ok in ((cap, True), (cap + 1, False)):
+        steps = np.repeat(np.arange(distinct), 3)  # each step three times
+        if order == "shuffled":
+            steps = rng.permutation(steps)
+        msg = samples(steps.size, step=steps.tolist())
+        if ok:
+            got = p.validate_message(msg)
+            assert isinstance(got, p.Samples) and np.unique(got.step).size == cap
+        else:
+            error = refused(msg)
+            assert (error.code, error.field) == ("too_many", "step")
+            assert f"{cap + 1} distinct steps" in error.message

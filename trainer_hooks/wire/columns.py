@@ -111,7 +111,7 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
     step_value = require(obj, "step")
     if isinstance(step_value, list) or is_array(step_value):
         step = _int_column(step_value, "step", n)
-        distinct = np.unique(step).size
+        distinct = _distinct_count(step)
         if distinct > MAX_STEPS_PER_MESSAGE:
             raise ProtocolError(
                 "too_many", "step", f"{distinct} distinct steps; a samples message may span at "
@@ -154,6 +154,16 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
         dictionaries=dictionaries,
         left_out=_unknown_fields(obj),
     )
+
+
+def _distinct_count(step: np.ndarray) -> int:
+    """How many distinct values: counted from the differences when they never go down (a
+    trainer sends its steps so; a fifth of a message's validation went to np.unique's sort)."""
+    if step.size > 1:
+        rises = np.diff(step)
+        if not bool((rises < 0).any()):
+            return 1 + int(np.count_nonzero(rises))
+    return int(np.unique(step).size)
 
 
 def _unknown_fields(obj: dict[str, Any]) -> dict[str, str]:
