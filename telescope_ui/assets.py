@@ -84,6 +84,50 @@ class VendorFinder(BaseFinder):
             yield posixpath.basename(name), storage
 
 
+def bundle_dir() -> Path:
+    """The Metrics page's bundle of the current sources (telescope_ui.bundle)."""
+    from telescope_ui import bundle
+
+    modules = Path(getattr(settings, "TELESCOPE_NODE_MODULES", settings.BASE_DIR / "node_modules"))
+    return bundle.bundle_dir(Path(settings.STATICFILES_DIRS[0]) / "js", vendor_files(), modules)
+
+
+class BundleFinder(BaseFinder):
+    """The Metrics page's bundle (telescope_ui.bundle), under js/bundle/, for `collectstatic`;
+    built when first asked for (so, like the vendor files, only by what reads static files)."""
+
+    def find(self, path: str, find_all: bool = False, **kwargs: Any) -> Any:
+        from telescope_ui.bundle import PREFIX
+
+        found = None
+        if path.startswith(PREFIX + "/"):
+            source = bundle_dir() / path[len(PREFIX) + 1:]
+            found = str(source) if source.is_file() else None
+        if find_all:
+            return [found] if found else []
+        return found
+
+    def list(self, ignore_patterns: Any) -> Iterator[tuple[str, FileSystemStorage]]:
+        from telescope_ui.bundle import PREFIX, files
+
+        directory = bundle_dir()
+        storage = _BundleStorage(directory, PREFIX)
+        for name, _path in files(directory):
+            yield name, storage
+
+
+class _BundleStorage(FileSystemStorage):
+    """A bundle directory, its files under their static names (`js/bundle/…`, no prefix: the
+    storage's import rewriting matches a file's name as its finder lists it)."""
+
+    def __init__(self, directory: Path, prefix: str) -> None:
+        super().__init__(location=directory)
+        self.strip = prefix + "/"
+
+    def path(self, name: str) -> str:
+        return str(super().path(name.removeprefix(self.strip)))
+
+
 class _VendorStorage(FileSystemStorage):
     """One vendor file's folder, the file under its static name (which may differ from the
     source's: plotly-cartesian.min.js is served as plotly.min.js)."""

@@ -8,6 +8,7 @@ answers 404 with a page that says so (`run_missing`), as does every other unknow
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from pathlib import Path
@@ -27,6 +28,7 @@ from ingest.reads import catalog as reads
 from ingest.reads import first_screen
 from ingest.reads import timeline as timeline_reads
 from telescope_ui.api import json_response
+from telescope_ui.bundle import PREFIX as BUNDLE
 from telescope_ui.layouts import DEFAULT, LayoutError, clean_name, layout_of
 
 # A static import by relative path: `import ... from './x.js'`, `import '../vendor/y.js'`.
@@ -53,11 +55,19 @@ def _imported_modules(entry: str) -> list[str]:
     return seen
 
 
-# The Metrics page's ES modules, preloaded (under their hashed names) so the browser fetches
-# them in parallel rather than discovering them import by import; the Custom view's own, which
-# metrics.js imports only for it (`import()`), on its page alone.
-METRICS_MODULES = _imported_modules("js/metrics.js")
-CUSTOM_MODULES = [m for m in _imported_modules("js/custom/view.js") if m not in METRICS_MODULES]
+@functools.cache
+def metrics_modules(view: str) -> list[str]:
+    """The Metrics page's ES modules, preloaded (under their hashed names) so the browser
+    fetches them at once rather than discovering them import by import: its bundle (telescope_ui.
+    bundle: the entry and the chunk it imports); on the Custom view's page also that view's,
+    which the entry imports only for it (`import()`). Read when first asked for: the bundle is
+    built by what reads static files (Django's other commands work without esbuild)."""
+    page = _imported_modules(f"{BUNDLE}/metrics.js")
+    if view != "custom":
+        return page
+    return page + [m for m in _imported_modules(f"{BUNDLE}/custom/view.js") if m not in page]
+
+
 # The sample viewer's, likewise (telescope_ui.samples).
 SAMPLES_MODULES = _imported_modules("js/samples.js")
 # The Timeline's and the Performance page's, likewise.
@@ -88,7 +98,7 @@ def metrics_page(request: HttpRequest, run_id: int) -> HttpResponse:
         first_screen.first_screen(run.pk, catalog["series"], points_hint(request))), "run-series")
     context = {"run": run, "view": view, "run_info": reads.run_detail(run),
                "catalog": catalog, "first_series": first,
-               "modules": METRICS_MODULES + (CUSTOM_MODULES if view == "custom" else []),
+               "modules": metrics_modules(view), "entry": f"{BUNDLE}/metrics.js",
                "stylesheets": METRICS_STYLESHEETS,
                "layout": layout_of(run, _dashboard(request)) if view == "custom" else None}
     return render(request, "metrics.html", context)

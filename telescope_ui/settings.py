@@ -194,7 +194,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [ASSETS_DIR / "static"]
 STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder",
-                       "telescope_ui.assets.VendorFinder"]
+                       "telescope_ui.assets.VendorFinder", "telescope_ui.assets.BundleFinder"]
 STATIC_ROOT = Path(os.environ.get("TELESCOPE_STATIC_ROOT") or DATA_DIR / "static").resolve()
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

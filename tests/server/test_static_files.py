@@ -113,14 +113,15 @@ def test_ranges_heads_and_revalidation_are_answered(server: LiveServer) -> None:
 
 def test_module_imports_name_hashed_files_and_the_page_preloads_the_whole_graph(
         server: LiveServer) -> None:
-    # The All view's page preloads all but the Custom view's modules (metrics.js imports
-    # them with `import()` for that view alone); the Custom view's page, the whole graph.
+    # The page's modules are its bundle (telescope_ui.bundle). The All view's page preloads all
+    # but the Custom view's (the entry imports it with `import()` for that view alone); the
+    # Custom view's page, the whole graph.
     lean = re.findall(r'<link rel="modulepreload" href="([^"]+)"',
                       get(metrics_url(server)).body.decode())
     page = get(metrics_url(server) + "?view=custom").body.decode()
     preloads = re.findall(r'<link rel="modulepreload" href="([^"]+)"', page)
     assert set(lean) < set(preloads) and not any(
-        "/js/custom/" in url or "/sortablejs/" in url for url in lean)
+        "/custom/" in url or "/sortablejs/" in url for url in lean)
     [entry] = re.findall(r'<script type="module" src="([^"]+)"', page)
     assert entry in preloads and all(HASHED.fullmatch(url) for url in preloads)
     graph, todo = {entry}, [entry]
@@ -134,7 +135,8 @@ def test_module_imports_name_hashed_files_and_the_page_preloads_the_whole_graph(
             if target not in graph:
                 graph.add(target)
                 todo.append(target)
-    assert len(graph) > 20 and graph == set(preloads)
+    assert graph == set(preloads) and all(url.startswith("/static/js/bundle/") for url in graph)
+    assert len(graph) <= 4  # the entry, the Custom view, the chunk(s) they share
     [plotly] = re.findall(r'<link id="plotly-src" rel="preload" as="script" href="([^"]+)"', page)
     assert HASHED.fullmatch(plotly) and plotly.startswith("/static/vendor/plotly/plotly.min.")
 
@@ -208,6 +210,16 @@ def test_collect_rewrites_imports_and_runs_only_when_a_source_changed(tmp_path: 
         assert edited["js/prose.js"] != paths["js/prose.js"]
         assert edited["js/core/dom.js"] == paths["js/core/dom.js"]
         assert assets.collect() is False
+        # The Metrics page's bundle (telescope_ui.bundle) is made from the same sources when
+        # they change (a comment is not in it: a statement is).
+        with open(src / "js" / "core" / "text.js", "a") as f:
+            f.write("console.debug('edited');\n")
+        assert assets.collect() is True
+        again = json.loads((root / "staticfiles.json").read_text())["paths"]
+        assert again["js/bundle/metrics.js"] != edited["js/bundle/metrics.js"]
+        bundled = "".join((root / again[name]).read_text() for name in again
+                          if name.startswith("js/bundle/"))
+        assert "console.debug('edited')" in bundled or 'console.debug("edited")' in bundled
 
 
 @pytest.mark.browser
