@@ -35,7 +35,8 @@ Tables:
   — `fmt` is 'msgpack' (binary frame) or 'json' (text frame); `n` the sample count.
 - `sealed(step_min, step_max, gen, incarnation, data, seq)` — which samples each process (`gen`)
   of this slot has sealed for which run incarnation (per samples message: msgpack `[step, env,
-  group ids, sample ids]`, an integer array in its narrowest width, `narrow_ints`; `seq` the
+  group ids, sample ids]`, an integer array in its narrowest width, `narrow_ints`, a list of
+  strings as one, `lines`; `seq` the
   message's), for the last few thousand steps, so a trainer that
   *resumes* its run (`connect(..., resume=True)`) and re-logs the steps after its checkpoint
   does not double-count samples already on their way. Only a resume of the same incarnation
@@ -130,9 +131,31 @@ def narrow_ints(value: Any) -> Any:
     return value  # (uint64 beyond int64: as a list)
 
 
+# A string column of an identity record (the env per sample, string ids): extension LINES
+# holding the strings joined by newlines in UTF-8, when none holds a newline or is None (one C
+# join instead of N msgpack strings; measured: a 4,096-sample record with a per-sample env
+# 139 -> 81 µs).
+LINES = 32
+
+
+def lines(value: Any) -> Any:
+    """A list of strings as its LINES extension value (anything else as it is)."""
+    if type(value) is not list or not value:
+        return value
+    try:
+        joined = "\n".join(value)
+    except TypeError:  # a None (or a non-string) among them
+        return value
+    if joined.count("\n") != len(value) - 1:
+        return value  # (a string holds a newline itself)
+    return msgpack.ExtType(LINES, joined.encode("utf-8"))
+
+
 def _wide(code: int, data: bytes) -> Any:
     if code - NARROW in (1, 2, 4, 8):
         return np.frombuffer(data, dtype=f"<i{code - NARROW}").tolist()
+    if code == LINES:
+        return data.decode("utf-8").split("\n")
     return msgpack.ExtType(code, data)
 
 

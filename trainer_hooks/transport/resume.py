@@ -19,7 +19,7 @@ import msgpack
 import numpy as np
 
 from trainer_hooks.transport.bookkeeping import Bookkeeping
-from trainer_hooks.transport.outbox import Outbox, narrow_ints
+from trainer_hooks.transport.outbox import Outbox, lines, narrow_ints
 from trainer_hooks.transport.samples import SampleChunk
 
 PRUNE_EVERY = 200  # outbox writes between two prunings of the remembered samples
@@ -28,8 +28,9 @@ PRUNE_EVERY = 200  # outbox writes between two prunings of the remembered sample
 def identity_record(fields: Mapping[str, Any]) -> tuple[int, int, bytes]:
     """What the outbox keeps of a samples message for restart de-duplication: msgpack of
     `[step, env, group ids, sample ids]`, an integer array among them (the step, integer
-    ids) narrowed (`outbox.narrow_ints`; `outbox.identity_columns` reads it back, and the
-    lists of records written before)."""
+    ids) narrowed (`outbox.narrow_ints`), a list of strings (envs, string ids) as one
+    (`outbox.lines`); `outbox.identity_columns` reads it back, and the lists of records
+    written before."""
     step = fields["step"]
     if isinstance(step, int):
         lo = hi = step
@@ -37,8 +38,10 @@ def identity_record(fields: Mapping[str, Any]) -> tuple[int, int, bytes]:
         lo, hi = int(step.min()), int(step.max())
     else:
         lo, hi = min(step), max(step)
-    data = msgpack.packb([narrow_ints(step), fields.get("env"), narrow_ints(fields["group_id"]),
-                          narrow_ints(fields["sample_id"])], use_bin_type=True, default=_as_list)
+    data = msgpack.packb([narrow_ints(step), lines(fields.get("env")),
+                          lines(narrow_ints(fields["group_id"])),
+                          lines(narrow_ints(fields["sample_id"]))],
+                         use_bin_type=True, default=_as_list)
     return lo, hi, data
 
 
