@@ -2,9 +2,11 @@
 STATIC_ROOT, how it names and compresses it, and collecting again only when a source changed.
 
 ServeStatic serves STATIC_ROOT in front of Django (`telescope_ui.asgi`); no Django view serves
-a file. Sources: the front end's own files (static/), and two vendor files exposed by
-`VendorFinder` — Plotly's cartesian bundle and SortableJS's ES module (both from npm:
-node_modules/ in a checkout, `npm ci`; inside the package in a wheel). The setting
+a file. Sources: the front end's own files (static/), two vendor files exposed by
+`VendorFinder` — Plotly, built from its sources with the traces the pages draw
+(`telescope_ui.bundle`), and SortableJS's ES module (both from npm: node_modules/ in a
+checkout, `npm ci`; inside the package in a wheel) — and the Metrics page's bundle
+(`BundleFinder`). The setting
 TELESCOPE_NODE_MODULES names another node_modules/ than the checkout's.
 
 Only what reads the vendor files needs them: collecting the static files (`collectstatic`,
@@ -36,11 +38,11 @@ from servestatic.utils import decode_path_info
 # Where a wheel carries the vendor files (copied in by its build: telescope_ui/build_vendor.py).
 PACKAGE_VENDOR = Path(__file__).resolve().parent / "vendor"
 SORTABLE = "sortablejs/sortable.esm.js"
-# Plotly's cartesian bundle (scatter, heatmap, …: every trace the pages draw) rather than the
-# full one the `plotly` Python package ships: 1.3 MB instead of 4.8, and no map or WebGL code
-# to evaluate — the full bundle's evaluation was most of a cold Metrics page's first screen.
+# Plotly built from its sources with scatter and heatmap, the traces the pages draw
+# (telescope_ui.bundle.build_plotly): 1.07 MB. Before it, the cartesian dist (1.3 MB: nine
+# traces more, and calendars) and before that the full one the `plotly` Python package ships
+# (4.8 MB): each one's evaluation was a large part of a cold Metrics page's first screen.
 PLOTLY = "plotly/plotly.min.js"
-PLOTLY_NPM = Path("plotly.js-cartesian-dist-min") / "plotly-cartesian.min.js"
 
 
 class VendorMissing(CommandError):
@@ -59,9 +61,18 @@ def _vendor_file(what: str, candidates: tuple[Path, ...]) -> Path:
 
 def vendor_files() -> dict[str, Path]:
     """Static name → source file of each vendor file (served under /static/vendor/…)."""
+    from telescope_ui.bundle import plotly_file
+
     modules = Path(getattr(settings, "TELESCOPE_NODE_MODULES", settings.BASE_DIR / "node_modules"))
-    plotly_js = _vendor_file("Plotly (every chart needs it)",
-                             (PACKAGE_VENDOR / PLOTLY, modules / PLOTLY_NPM))
+    plotly_js = PACKAGE_VENDOR / PLOTLY
+    if not plotly_js.is_file():
+        built = plotly_file(modules)
+        if built is None:
+            raise VendorMissing(
+                "Plotly (every chart needs it) is missing: run `npm ci` in the checkout (`make "
+                "run` does); it is built from Plotly's sources with esbuild, looked for in "
+                f"{modules / 'plotly.js'}, {modules / 'esbuild'}")
+        plotly_js = built
     sortable = _vendor_file("SortableJS (the Custom view needs it)", (
         PACKAGE_VENDOR / SORTABLE, modules / "sortablejs" / "modular" / "sortable.esm.js"))
     return {f"vendor/{PLOTLY}": plotly_js, f"vendor/{SORTABLE}": sortable}
@@ -130,7 +141,7 @@ class _BundleStorage(FileSystemStorage):
 
 class _VendorStorage(FileSystemStorage):
     """One vendor file's folder, the file under its static name (which may differ from the
-    source's: plotly-cartesian.min.js is served as plotly.min.js)."""
+    source's: Plotly's build, telescope-plotly-<digest>.min.js, is served as plotly.min.js)."""
 
     def __init__(self, source: Path, name: str) -> None:
         super().__init__(location=source.parent)

@@ -1,12 +1,13 @@
 """The wheel's build step (pyproject.toml: `[tool.setuptools] cmdclass`): SortableJS and
-Plotly's cartesian bundle, installed by `npm ci` from package.json into node_modules/, go into
-the package as telescope_ui/vendor/sortablejs/ (its ES module and licence) and
-telescope_ui/vendor/plotly/ (plotly.min.js and its licence), where `telescope_ui.assets` finds
-them in an install; and the Metrics page's bundle, made with esbuild (telescope_ui/bundle.py),
-as telescope_ui/vendor/bundle/. An editable install reads node_modules/ of the checkout
-instead. Used only by setuptools, never at run time. The sdist carries the same files at the
-same paths (the bundle made), so a wheel built from it needs no Node. The trainer client
-(clients/python, its own distribution) has no such step: a training machine needs no Node."""
+Plotly, installed by `npm ci` from package.json into node_modules/, go into the package as
+telescope_ui/vendor/sortablejs/ (its ES module and licence) and telescope_ui/vendor/plotly/
+(plotly.min.js, built from Plotly's sources with esbuild: telescope_ui/bundle.py, and its
+licence), where `telescope_ui.assets` finds them in an install; and the Metrics page's bundle,
+made with esbuild too, as telescope_ui/vendor/bundle/. An editable install reads
+node_modules/ of the checkout instead. Used only by setuptools, never at run time. The sdist
+carries the same files at the same paths (and what esbuild made), so a wheel built from it
+needs no Node. The trainer client (clients/python, its own distribution) has no such step: a
+training machine needs no Node."""
 
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ from setuptools.errors import SetupError  # type: ignore[import-untyped]
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 SORTABLE = CHECKOUT / "node_modules" / "sortablejs"
-PLOTLY = CHECKOUT / "node_modules" / "plotly.js-cartesian-dist-min"
+PLOTLY = CHECKOUT / "node_modules" / "plotly.js"
 FILES = {SORTABLE / "modular" / "sortable.esm.js": "sortablejs/sortable.esm.js",
          SORTABLE / "LICENSE": "sortablejs/LICENSE",
-         PLOTLY / "plotly-cartesian.min.js": "plotly/plotly.min.js",
          PLOTLY / "LICENSE": "plotly/LICENSE"}
 
 
@@ -36,25 +36,34 @@ def require_files(what: str) -> None:
             "needs no Node: pip install ./clients/python")
 
 
-# The Metrics page's bundle (telescope_ui/bundle.py), made with esbuild from node_modules/ in a
-# checkout; an sdist carries it made, at this path (a wheel built from it needs no Node).
-PACKAGED_BUNDLE = CHECKOUT / "telescope_ui" / "vendor" / "bundle"
+# What esbuild makes (telescope_ui/bundle.py) from node_modules/ in a checkout: the Metrics
+# page's bundle and Plotly (its core and heatmap, from its sources). An sdist carries them
+# made, at these paths under telescope_ui/vendor/ (a wheel built from it needs no Node).
+PACKAGED = CHECKOUT / "telescope_ui" / "vendor"
+MADE = ("bundle", "plotly/plotly.min.js")
 
 
-def make_bundle(out: Path, what: str) -> None:
-    """The bundle into `out`: built from static/js, or copied from an sdist's."""
+def make_built(vendor: Path, what: str) -> None:
+    """The bundle and plotly.min.js into `vendor` (a package's telescope_ui/vendor/): built with
+    esbuild, or copied from an sdist's."""
     from telescope_ui import bundle
 
-    exe = bundle.esbuild(CHECKOUT / "node_modules")
-    if exe is not None:
-        vendor = {f"vendor/{name}": source for source, name in FILES.items()}
-        bundle.build(CHECKOUT / "static" / "js", vendor, exe, out)
-    elif (PACKAGED_BUNDLE / bundle.ENTRIES[0]).is_file() and PACKAGED_BUNDLE != out:
-        shutil.copytree(PACKAGED_BUNDLE, out, dirs_exist_ok=True)
+    modules = CHECKOUT / "node_modules"
+    exe, plotly = bundle.esbuild(modules), bundle.plotly_source(modules)
+    if exe is not None and plotly is not None:
+        sources = {f"vendor/{name}": source for source, name in FILES.items()}
+        bundle.build(CHECKOUT / "static" / "js", sources, exe, vendor / "bundle")
+        (vendor / "plotly").mkdir(parents=True, exist_ok=True)
+        bundle.build_plotly(plotly, exe, vendor / "plotly" / "plotly.min.js")
+    elif vendor != PACKAGED and all((PACKAGED / name).exists() for name in MADE):
+        shutil.copytree(PACKAGED / "bundle", vendor / "bundle", dirs_exist_ok=True)
+        (vendor / "plotly").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PACKAGED / "plotly" / "plotly.min.js", vendor / "plotly" / "plotly.min.js")
     else:
-        raise SetupError(f"esbuild is missing (node_modules/esbuild): the server's {what} ships "
-                         "the Metrics page's bundle, so run `npm ci` (Node 20, package.json) in "
-                         "the checkout before building it")
+        raise SetupError(f"esbuild or Plotly's sources are missing (node_modules/esbuild, "
+                         f"node_modules/plotly.js): the server's {what} ships the Metrics page's "
+                         "bundle and Plotly built with them, so run `npm ci` (Node 20, "
+                         "package.json) in the checkout before building it")
 
 
 class BuildPy(build_py):
@@ -67,7 +76,7 @@ class BuildPy(build_py):
         for source, name in FILES.items():
             (vendor / name).parent.mkdir(parents=True, exist_ok=True)
             self.copy_file(str(source), str(vendor / name))
-        make_bundle(vendor / "bundle", "wheel")
+        make_built(vendor, "wheel")
 
 
 class Sdist(sdist):
@@ -78,4 +87,4 @@ class Sdist(sdist):
             target = Path(base_dir) / source.relative_to(CHECKOUT)
             self.mkpath(str(target.parent))
             self.copy_file(str(source), str(target))
-        make_bundle(Path(base_dir) / PACKAGED_BUNDLE.relative_to(CHECKOUT), "sdist")
+        make_built(Path(base_dir) / PACKAGED.relative_to(CHECKOUT), "sdist")

@@ -22,6 +22,7 @@ made (`telescope_ui.build_vendor`) is used; with neither, collecting refuses, na
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -104,6 +105,66 @@ def bundle_dir(js_dir: Path, vendor: dict[str, Path], node_modules: Path) -> Pat
             os.rename(staging / "bundle", final)
         except OSError:  # another process got there first: same inputs, same bundle
             pass
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+# Plotly, built from its sources (npm: plotly.js) with the traces the pages draw: scatter (in
+# Plotly's core) and heatmap (the distribution heatmap, state strips). The cartesian bundle's
+# other traces and its calendars took a cold load's evaluation of plotly.min.js from ~220 ms to
+# ~600 ms here (bench/RESULTS.md, 2026-12-03). As Plotly builds its own dists (its
+# esbuild-config.js: an IIFE defining `Plotly`, `global` as `window`, es2016), minified.
+PLOTLY_TRACES = ("heatmap",)
+PLOTLY_OPTIONS = ("--bundle", "--format=iife", "--global-name=Plotly", "--define:global=window",
+                  "--define:define.amd=false", "--target=es2016", "--minify", "--charset=utf8",
+                  "--legal-comments=none", "--log-level=warning")
+
+
+def plotly_source(node_modules: Path) -> Path | None:
+    """Plotly's sources in `node_modules` (`npm ci`), or None."""
+    source = node_modules / "plotly.js"
+    return source if (source / "lib" / "core.js").is_file() else None
+
+
+def build_plotly(source: Path, exe: Path, out: Path) -> None:
+    """plotly.min.js of Plotly's core and PLOTLY_TRACES into the file `out`."""
+    version = json.loads((source / "package.json").read_text())["version"]
+    entry = out.with_name(out.name + ".entry.js")
+    lib = source.resolve() / "lib"
+    entry.write_text(
+        f"var Plotly = require({json.dumps(str(lib / 'core.js'))});\n"
+        "Plotly.register(["
+        + ", ".join(f"require({json.dumps(str(lib / f'{t}.js'))})" for t in PLOTLY_TRACES)
+        + "]);\nmodule.exports = Plotly;\n")
+    banner = (f"/**\n* plotly.js v{version} (core, {', '.join(PLOTLY_TRACES)} - minified)\n"
+              "* Copyright 2012-2025, Plotly, Inc.\n* All rights reserved.\n"
+              "* Licensed under the MIT license\n*/")
+    try:
+        result = subprocess.run(
+            [str(exe.resolve()), str(entry.resolve()), *PLOTLY_OPTIONS,
+             f"--outfile={out.resolve()}", f"--banner:js={banner}"],
+            cwd=out.parent, capture_output=True, text=True, timeout=300)
+        if result.returncode:
+            raise RuntimeError(f"esbuild failed on Plotly: {result.stderr.strip()}")
+    finally:
+        entry.unlink(missing_ok=True)
+
+
+def plotly_file(node_modules: Path) -> Path | None:
+    """plotly.min.js built from `node_modules`' plotly.js (once per version, esbuild and these
+    options, shared like the bundle), or None without plotly.js or esbuild."""
+    exe, source = esbuild(node_modules), plotly_source(node_modules)
+    if exe is None or source is None:
+        return None
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update((source / "package.json").read_bytes())
+    digest.update(subprocess.run([str(exe), "--version"], capture_output=True, text=True,
+                                 timeout=60, check=True).stdout.encode())
+    final = Path(tempfile.gettempdir()) / f"telescope-plotly-{digest.hexdigest()[:20]}.min.js"
+    if not final.is_file():
+        staging = Path(tempfile.mkdtemp(prefix="telescope-plotly-"))
+        build_plotly(source, exe, staging / "plotly.min.js")
+        os.replace(staging / "plotly.min.js", final)
         shutil.rmtree(staging, ignore_errors=True)
     return final
 
