@@ -24,6 +24,9 @@ import { buildFigure } from './traces.js';
 import { fromPayload, spliceDetail } from './transforms.js';
 
 const PLOT_CONFIG = { displayModeBar: false, responsive: true, doubleClick: 'autosize' };
+// One formatter: toLocaleString makes one per call (a state strip's legend, first drawn with the
+// first screen, spent ~25 ms of a cold load in them).
+const COUNT = new Intl.NumberFormat('en-US');
 
 let settingsCounter = 0;
 
@@ -431,7 +434,7 @@ export class Chart {
       many ? h('span', { class: 'state-run' }, row.name) : null,
       ...row.items.map((it) => h('span', { class: 'state-item', dataset: { value: it.value, count: String(it.count) } },
         h('span', { class: 'swatch-dot', style: `background:${it.color}`, 'aria-hidden': 'true' }),
-        `${it.value} `, h('span', { class: 'muted' }, it.count.toLocaleString('en-US')))))));
+        `${it.value} `, h('span', { class: 'muted' }, COUNT.format(it.count)))))));
   }
 
   /** Release Plotly's resources (far from the viewport); the data stays in the stores. */
