@@ -1,5 +1,6 @@
-"""The Metrics page's modules as one bundle (docs/architecture.md#static-files): esbuild (npm,
-package.json) bundles static/js/metrics.js and everything it imports into `js/bundle/
+"""What esbuild (npm, package.json) makes for `collectstatic` (docs/architecture.md#static-
+files): plotly.min.js from Plotly's sources (`plotly_file`, below), and the Metrics page's
+modules as one bundle: static/js/metrics.js and everything it imports into `js/bundle/
 metrics.js`, and the Custom view (`custom/view.js`, which metrics.js loads with `import()` for
 that view alone; SortableJS inside it) into `js/bundle/custom/view.js`, their shared code in
 `js/bundle/chunk-*.js`. `collectstatic` collects them like any static file (`BundleFinder`:
@@ -117,7 +118,7 @@ def bundle_dir(js_dir: Path, vendor: dict[str, Path], node_modules: Path) -> Pat
 PLOTLY_TRACES = ("heatmap",)
 PLOTLY_OPTIONS = ("--bundle", "--format=iife", "--global-name=Plotly", "--define:global=window",
                   "--define:define.amd=false", "--target=es2016", "--minify", "--charset=utf8",
-                  "--legal-comments=none", "--log-level=warning")
+                  "--log-level=warning")  # legal comments kept (at the end: esbuild's default)
 
 
 def plotly_source(node_modules: Path) -> Path | None:
@@ -151,13 +152,16 @@ def build_plotly(source: Path, exe: Path, out: Path) -> None:
 
 
 def plotly_file(node_modules: Path) -> Path | None:
-    """plotly.min.js built from `node_modules`' plotly.js (once per version, esbuild and these
-    options, shared like the bundle), or None without plotly.js or esbuild."""
+    """plotly.min.js built from `node_modules`' plotly.js (once per installed versions, esbuild
+    and these options, shared like the bundle), or None without plotly.js or esbuild."""
     exe, source = esbuild(node_modules), plotly_source(node_modules)
     if exe is None or source is None:
         return None
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update((source / "package.json").read_bytes())
+    installed = node_modules / ".package-lock.json"  # npm's record of what it installed: the
+    if installed.is_file():  # versions of Plotly's dependencies too
+        digest.update(installed.read_bytes())
     digest.update(subprocess.run([str(exe), "--version"], capture_output=True, text=True,
                                  timeout=60, check=True).stdout.encode())
     final = Path(tempfile.gettempdir()) / f"telescope-plotly-{digest.hexdigest()[:20]}.min.js"

@@ -54,10 +54,7 @@ def test_a_click_on_a_reward_chart_point_opens_that_step(page, dashboard):
     run_id = open_metrics(page, dashboard, "demo")
     page.locator(f"[data-series-id='{MEAN}']").scroll_into_view_if_needed()
     wait_chart(page, MEAN)
-    # charts/features.js registers the add-on; importing it (again: the page's hashed URL, so the
-    # same module) attaches it to drawn charts too.
-    page.evaluate("() => import(document.querySelector("
-                  "'link[rel=modulepreload][href*=\"/samplelink.\"]').href)")
+    # charts/features.js registers the add-on (in the page's bundle): drawn charts have it.
     page.wait_for_function(
         "sid => document.querySelector(`[data-series-id='${sid}']`).classList.contains("
         "'links-samples')", arg=MEAN)
