@@ -22,6 +22,7 @@ made (`telescope_ui.build_vendor`) is used; with neither, collecting refuses, na
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -73,10 +74,16 @@ def build(js_dir: Path, vendor: dict[str, Path], exe: Path, out: Path) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@functools.cache
+def _version(exe: Path, mtime_ns: int) -> str:
+    """esbuild's version (asked once per executable and its modification time)."""
+    return subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+
+
 def _digest(js_dir: Path, vendor: dict[str, Path], exe: Path) -> str:
     digest = hashlib.sha256(Path(__file__).read_bytes())
-    digest.update(subprocess.run([str(exe), "--version"], capture_output=True, text=True,
-                                 timeout=60, check=True).stdout.encode())
+    digest.update(_version(exe, exe.stat().st_mtime_ns).encode())
     for path in sorted(js_dir.rglob("*.js")):
         digest.update(f"{path.relative_to(js_dir)}\n".encode() + path.read_bytes())
     for name, source in sorted(vendor.items()):
@@ -162,8 +169,7 @@ def plotly_file(node_modules: Path) -> Path | None:
     installed = node_modules / ".package-lock.json"  # npm's record of what it installed: the
     if installed.is_file():  # versions of Plotly's dependencies too
         digest.update(installed.read_bytes())
-    digest.update(subprocess.run([str(exe), "--version"], capture_output=True, text=True,
-                                 timeout=60, check=True).stdout.encode())
+    digest.update(_version(exe, exe.stat().st_mtime_ns).encode())
     final = Path(tempfile.gettempdir()) / f"telescope-plotly-{digest.hexdigest()[:20]}.min.js"
     if not final.is_file():
         staging = Path(tempfile.mkdtemp(prefix="telescope-plotly-"))
