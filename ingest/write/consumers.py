@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -33,11 +34,40 @@ CLOSE_RATE_LIMITED = 4429
 # refuses to send it and leaves the socket open and silent.)
 CLOSE_STORAGE_FAILED = 4500
 # Small frames waiting on a connection are applied together, in one transaction (group
-# commit); a group is bounded so that another connection's frame never waits long behind it (one
-# ingest thread serves every connection), and a big frame is applied alone.
+# commit), so that a group's fixed costs (the hop to the writer's thread, the commit, the
+# worker's kick) are paid once for them all. One ingest thread serves every connection, so a
+# group is bounded by the time it should take (GROUP_SECONDS at the pace this process's recent
+# groups were applied at: `Pace`) as well as by GROUP_FRAMES and GROUP_BYTES, and another
+# connection's frame never waits long behind it.
+GROUP_SECONDS = 0.02
 GROUP_FRAMES = 64
-GROUP_BYTES = 256 * 1024
-ALONE_BYTES = 64 * 1024
+GROUP_BYTES = 4 * 1024 * 1024
+PACE_BYTES = 256 * 1024
+
+
+class Pace:
+    """Seconds per byte the writer's thread took over its recent big groups (an exponentially
+    weighted mean, process-wide: every connection shares the thread), and from it how many
+    bytes a group may hold. Only groups of PACE_BYTES or more are counted: a small group's time
+    is mostly its fixed costs. It starts at PACE_BYTES per GROUP_SECONDS."""
+
+    per_byte = GROUP_SECONDS / PACE_BYTES
+
+    @classmethod
+    def group_bytes(cls) -> int:
+        return min(GROUP_BYTES, int(GROUP_SECONDS / cls.per_byte))
+
+    @classmethod
+    def applied(cls, size: int, seconds: float) -> None:
+        if size >= PACE_BYTES:
+            cls.per_byte += 0.25 * (seconds / size - cls.per_byte)
+
+
+def timed_handle_frames(project_id: int, frames: list[tuple[Any, bool]]) -> tuple[Any, float]:
+    """`handle_frames` and the seconds it took on the writer's thread."""
+    started = time.perf_counter()
+    results = handle_frames(project_id, frames)
+    return results, time.perf_counter() - started
 
 
 class IngestConsumer(AsyncWebsocketConsumer):
@@ -150,18 +180,19 @@ class IngestConsumer(AsyncWebsocketConsumer):
         held: tuple[Any, bool] | None = None
         while True:
             frames = [held if held is not None else await self.inbox.get()]
-            held, size = None, len(frames[0][0])
-            while size < ALONE_BYTES and len(frames) < GROUP_FRAMES and not self.inbox.empty():
+            held, size, limit = None, len(frames[0][0]), Pace.group_bytes()
+            while size < limit and len(frames) < GROUP_FRAMES and not self.inbox.empty():
                 frame = self.inbox.get_nowait()
-                if len(frame[0]) >= ALONE_BYTES or size + len(frame[0]) > GROUP_BYTES:
+                if size + len(frame[0]) > limit:
                     held = frame  # the next group's first
                     break
                 frames.append(frame)
                 size += len(frame[0])
             try:
-                results = await database_sync_to_async(
-                    handle_frames, thread_sensitive=False, executor=self.writer)(
+                results, seconds = await database_sync_to_async(
+                    timed_handle_frames, thread_sensitive=False, executor=self.writer)(
                     self.project_id, frames)
+                Pace.applied(size, seconds)
             except Exception as exc:  # the storage failed: nothing acked, the client resends
                 log.exception("ingest failed; closing the connection (%d: retry)",
                               CLOSE_STORAGE_FAILED)

@@ -69,3 +69,46 @@ async def test_waiting_frames_share_a_transaction_and_replies_keep_their_order(
     await settled()
     assert replies == [{"type": "ack", "id": f"step-{s}"} for s in range(20)]
     assert groups[0] == 1 and max(groups) > 1 and sum(groups) == 20
+
+
+async def test_a_group_holds_what_the_writers_pace_fits_in_its_time(
+        token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group is bounded by the bytes the writer's thread applies in GROUP_SECONDS at its
+    measured pace: at a pace of 50 KB per group, frames of ~14 KB go three at a time."""
+    groups: list[int] = []
+    real = handle_frames
+
+    def slow_first(project_id: int, frames: list[tuple[Any, bool]]) -> Any:
+        groups.append(sum(len(data) for data, _ in frames))
+        if len(groups) == 1:
+            time.sleep(0.5)
+        return real(project_id, frames)
+
+    monkeypatch.setattr(consumers, "handle_frames", slow_first)
+    monkeypatch.setattr(consumers.Pace, "per_byte", consumers.GROUP_SECONDS / 50_000)
+    comm = ingest_communicator(token)
+    assert (await comm.connect())[0]
+    payload = {f"k{i:04d}": float(i) for i in range(1000)}  # ~14 KB of JSON
+    for step in range(12):
+        await comm.send_to(text_data=orjson.dumps(step_msg(step, payload)).decode())
+    replies = [orjson.loads(await comm.receive_from(timeout=30)) for _ in range(12)]
+    await comm.disconnect()
+    await settled()
+    assert replies == [{"type": "ack", "id": f"step-{s}"} for s in range(12)]
+    size = len(orjson.dumps(step_msg(0, payload)))
+    assert 12_000 < size < 16_000
+    assert max(groups) <= 50_000 and max(groups) >= 3 * size  # some held three, none four
+
+
+def test_the_pace_counts_big_groups_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    pace = consumers.Pace
+    monkeypatch.setattr(pace, "per_byte", consumers.GROUP_SECONDS / consumers.PACE_BYTES)
+    assert pace.group_bytes() == consumers.PACE_BYTES
+    pace.applied(10_000, 0.01)  # a small group: its fixed costs, not its bytes
+    assert pace.group_bytes() == consumers.PACE_BYTES
+    for _ in range(40):  # 1 MB in 4 ms: 5 MB would fit in 20 ms; the cap holds
+        pace.applied(1_000_000, 0.004)
+    assert pace.group_bytes() == consumers.GROUP_BYTES
+    for _ in range(40):  # 1 MB in 40 ms: 0.5 MB fits
+        pace.applied(1_000_000, 0.04)
+    assert abs(pace.group_bytes() - 500_000) < 5_000
