@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { buildFigure, withAlpha } from '../../static/js/charts/traces.js';
+import { buildFigure, labelWidth, leftMargin, tickLabel, withAlpha } from '../../static/js/charts/traces.js';
 
 const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
 const page = (over = {}) => ({ xaxis: 'step', ema: false, span: 10, normalize: false, maxStep: null, maxTime: null, ...over });
@@ -194,4 +194,23 @@ test('a dot marks the last point of each run\'s main line, the EMA when drawn', 
   assert.deepEqual(role(ema, 'last').y, [4.5]);
   const time = buildFigure({ entry: entry(), runs: [run(1, [4, 2, 6])], chart: chart(), page: page({ xaxis: 'time' }), theme });
   assert.deepEqual(role(time, 'last').x, [20]);
+});
+
+test('the left margin holds the y labels and the unit from the first draw (no automargin redraw)', () => {
+  assert.equal(tickLabel(1500, ',d'), '1,500');
+  assert.equal(tickLabel(0.1 + 0.2, ',~g'), '0.3');
+  assert.equal(tickLabel(-0.1, ',~g'), '-0.1');
+  assert.equal(tickLabel(5e-7, '~s'), '500n');
+  assert.equal(tickLabel(1.5e6, '~s'), '1.5M');
+  assert.ok(Math.abs(labelWidth('0.001') - (4 * 6.4 + 3.2)) < 1e-9);
+  // The demo's KL: labels 0.001..0.003 and the unit's title need ~49 px (Plotly pushed 44 to 49).
+  assert.equal(leftMargin([0.0004, 0.0036], { unit: 'nats' }), 50);
+  assert.equal(leftMargin([0.0004, 0.0036]), 44); // without a title they fit
+  assert.equal(leftMargin([0.5, 1.3], { unit: 'nats' }), 44);
+  assert.equal(leftMargin([-20, 1600], { unit: 'tokens', integer: true }), 50);
+  assert.equal(leftMargin(null, { unit: 'nats' }), 44); // unknown: Plotly pushes it when it must
+  assert.equal(leftMargin([-3, 2], { log: true, unit: 's' }), 44);
+  const fig = buildFigure({ entry: entry(), runs: [run(1, [0.0005, 0.0035])], chart: chart(), page: page(), theme,
+    axis: { unit: 'nats' } });
+  assert.equal(fig.layout.margin.l, 50);
 });

@@ -118,7 +118,12 @@ export class Chart {
     this.runLegend = this.categorical ? null : new RunLegend(this.plot, label);
     // The toolbar folds under a "⋯" (opens on hover or focus): the title keeps the header's width.
     const fold = h('span', { class: 'tools-fold', 'aria-hidden': 'true', title: 'Chart tools' }, '\u22ef');
-    this.el = h('article', { class: 'chart' }, h('header', { class: 'chart-head' }, this.title, help, tools, fold),
+    const head = h('header', { class: 'chart-head' }, this.title, help, tools, fold);
+    // Where the toolbar opens is read as it opens (placeTools): read after each draw, it forced
+    // a layout per chart of the first screen.
+    head.addEventListener('pointerenter', () => this.placeTools());
+    head.addEventListener('focusin', () => this.placeTools());
+    this.el = h('article', { class: 'chart' }, head,
       this.badges, this.badge, this.legendBar, this.runLegend?.el, this.plot, this.legend, this.note);
     this.el.chart = this;
     showOrigin(this, originOf(e)); // "derived" on a series computed from the run's events
@@ -132,7 +137,8 @@ export class Chart {
 
   /**
    * The folded toolbar opens over the top of the plot (its right end), never over the rows
-   * between header and plot (legend, series, forms): it follows where the plot starts.
+   * between header and plot (legend, series, forms): it follows where the plot starts, read
+   * when the header is hovered or focused (the toolbar opens then) and in fullscreen.
    */
   placeTools() {
     const top = this.plot.offsetTop;
@@ -399,7 +405,6 @@ export class Chart {
     this.updateBadge(fig);
     if (this.legend) this.updateLegend(fig.legend);
     this.runLegend?.drawn(fig, fig.prepared.map((p) => p.run));
-    this.placeTools();
     addonDrawn(this, fig);
     this.plot.dataset.plottedId = (this.page.runs[0] && this.idsFor(this.page.runs[0]).main) ?? '';
     const primary = fig.prepared.find((p) => p.run.id === this.page.runs[0]?.id);

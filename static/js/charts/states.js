@@ -124,7 +124,9 @@ export function buildStateFigure({ runs, page, theme, zoom = null }) {
   const n = Math.max(1, prepared.length);
   const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true, tickfont: { size: 10 } };
   const layout = {
-    margin: { l: 44, r: 10, t: 6, b: 24 }, autosize: true,
+    // b: what Plotly's automargin pushes a strip's x labels to (24 redrew every strip once:
+    // plots.doAutoMargin's second _doPlot).
+    margin: { l: 44, r: 10, t: 6, b: 26 }, autosize: true,
     paper_bgcolor: 'rgba(0,0,0,0)', plot_bgcolor: 'rgba(0,0,0,0)',
     font: { color: theme.fg, size: 11, family: theme.font }, showlegend: false, hovermode: 'closest',
     hoverlabel: { bgcolor: theme.bg, bordercolor: theme.grid, font: { color: theme.fg } },

@@ -234,6 +234,60 @@ export function yAxisWords(yRange, { unit = '', integer = false, log = false } =
     ...(unit ? { title: { text: escapePlotly(unit), standoff: 4, font: { size: 10, color: theme.muted } } } : {}) };
 }
 
+// The y axis' labels as Plotly picks them for a chart's plot (210 px high, 30 px of margins:
+// axes.prepTicks, about one tick per 40 px, a step of 1, 2 or 5 x 10^n) and their widths at
+// 10 px (DejaVu Sans: digits 6.4 px; fonts of other systems are narrower), so that the left
+// margin is wide enough from the first draw: a margin Plotly's automargin has to push redraws
+// the whole chart (plots.doAutoMargin: a second _doPlot, ~2x a first draw; 2 of the demo's 8
+// first-screen charts did).
+const Y_AXIS_PX = 180;
+const MARGIN_L = 44;
+const CHAR_PX = { '.': 3.2, ',': 3.2, '-': 8.4, '\u2212': 8.4, '\u00b5': 6.4 };
+const LETTER_PX = 9.7; // an SI prefix: at most an m's width
+const SI = ['y', 'z', 'a', 'f', 'p', 'n', '\u00b5', 'm', '', 'k', 'M', 'G', 'T', 'P', 'E', 'Z', 'Y'];
+const SIX = new Intl.NumberFormat('en-US', { maximumSignificantDigits: 6 });
+const PLAIN = new Intl.NumberFormat('en-US', { maximumSignificantDigits: 6, useGrouping: false });
+const WHOLE = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+
+/** A tick's label as d3-format writes it with numberFormat's tickformat (',d', ',~g', '~s'). */
+export function tickLabel(v, tickformat) {
+  if (tickformat === ',d') return WHOLE.format(Math.round(v));
+  if (tickformat !== '~s' || v === 0) return SIX.format(v);
+  const k = Math.max(-8, Math.min(8, Math.floor(Math.log10(Math.abs(Number(v.toPrecision(6)))) / 3)));
+  return `${PLAIN.format(v / 10 ** (3 * k))}${SI[k + 8]}`;
+}
+
+/** A label's width in px at 10 px (an upper bound of the usual fonts'). */
+export function labelWidth(text) {
+  let w = 0;
+  for (const c of text) w += CHAR_PX[c] ?? (c >= '0' && c <= '9' ? 6.4 : LETTER_PX);
+  return w;
+}
+
+/**
+ * The left margin (px) of a linear y axis over `yRange` with numberFormat's labels, and its
+ * unit's title when `unit`: what Plotly's automargin would push it to (the widest label, its
+ * 10 px from the plot, the title's 11), at least the charts' 44. An axis that is log or not
+ * known keeps 44 (Plotly pushes it when it must, as before).
+ */
+export function leftMargin(yRange, { integer = false, log = false, unit = '' } = {}) {
+  const span = yRange ? yRange[1] - yRange[0] : NaN;
+  if (log || !(span > 0) || !Number.isFinite(span)) return MARGIN_L;
+  let dtick = integer ? integerTicks(yRange).dtick : undefined;
+  if (!dtick) {
+    const rough = span / (Math.min(9, Math.max(4, Y_AXIS_PX / 40)) + 1);
+    const base = 10 ** Math.floor(Math.log10(rough));
+    dtick = base * ([2, 5, 10].find((m) => m >= rough / base) ?? 10);
+  }
+  const { tickformat } = numberFormat(yRange, { integer, log });
+  let widest = 0;
+  const first = Math.ceil(yRange[0] / dtick - 1e-9);
+  for (let k = first; k <= yRange[1] / dtick + 1e-9 && k < first + 50; k++) {
+    widest = Math.max(widest, labelWidth(tickLabel(k * dtick, tickformat)));
+  }
+  return Math.max(MARGIN_L, Math.ceil(widest + 10 + (unit ? 11 : 0)));
+}
+
 /**
  * The layout every line chart shares (axes, theme, hover), with its y-range and shapes; `y`:
  * what the y axis shows, {unit, integer} (yAxisWords).
@@ -243,7 +297,7 @@ export function baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y =
   const axis = { gridcolor: theme.grid, linecolor: theme.grid, zeroline: false, automargin: true,
     tickfont: { size: 10 } };
   return {
-    margin: { l: 44, r: 10, t: 6, b: 24 },
+    margin: { l: leftMargin(yRange, { ...y, log: Boolean(chart.logY) }), r: 10, t: 6, b: 24 },
     autosize: true,
     paper_bgcolor: 'rgba(0,0,0,0)',
     plot_bgcolor: 'rgba(0,0,0,0)',
