@@ -4,6 +4,14 @@ A stored batch is one msgpack map: float columns as raw float64 bytes, string co
 dictionary-encoded (unique values + int32 codes). Assembly concatenates every batch of a step
 and sorts the samples into a canonical order, so aggregates do not depend on how samples were
 split into messages or in which order those arrived.
+
+Three shorter forms, for what trainers send most (a quarter of a typical batch's bytes, and
+of what the database writes): a float column of one value for all (a step's `time`) is
+`{"k": its 8 bytes}`; integer ids that count up, each repeated k times (sample ids 0, 1, 2…;
+group ids 7, 7, 8, 8…), are `{"r": [first, k]}` instead of `{"i": …}`; a dictionary's codes are
+one byte each (`"b"`) when it has at most 256 values, and absent when it has one. `unpack`
+turns them back into the long forms, so every reader sees one layout; batches stored before
+them read as they are.
 """
 
 from __future__ import annotations
@@ -54,21 +62,49 @@ def _encode(s: Samples, idx: Part, dictionaries: dict[str, tuple[np.ndarray, np.
     for name in FLOAT_COLUMNS:
         col = getattr(s, name)
         if col is not None:
-            out[name] = np.ascontiguousarray(col[idx], dtype="<f8").tobytes()
+            out[name] = _float_part(col[idx])
     for name in STRING_COLUMNS:
         col = getattr(s, name)
         if col is None:
             continue
         if name not in dictionaries:
-            out[name] = {"i": np.ascontiguousarray(col[idx], dtype="<i8").tobytes()}
+            out[name] = _int_part(col[idx])
         else:
             uniques, codes = dictionaries[name]
             used, local = _used_codes(codes[idx], uniques.size)
-            out[name] = {"u": uniques[used].tolist(), "c": local.astype("<i4").tobytes()}
+            out[name] = {"u": uniques[used].tolist()}
+            if used.size > 256:
+                out[name]["c"] = local.astype("<i4").tobytes()
+            elif used.size > 1:
+                out[name]["b"] = local.astype(np.uint8).tobytes()
     out["metrics"] = {k: np.ascontiguousarray(v[idx], dtype="<f8").tobytes()
                       for k, v in s.metrics.items()}
     blob: bytes = packer.pack(out)
     return blob
+
+
+def _float_part(values: np.ndarray) -> bytes | dict[str, bytes]:
+    """A float column's part: its float64 bytes, or `{"k": one value's}` when all the values
+    are that one, bit for bit (NaN and -0.0 kept as they are)."""
+    data = np.ascontiguousarray(values, dtype="<f8")
+    bits = data.view("<i8")
+    if bits.size > 1 and bool((bits == bits[0]).all()):
+        return {"k": data[:1].tobytes()}
+    return data.tobytes()
+
+
+def _int_part(values: np.ndarray) -> dict[str, Any]:
+    """Integer ids: `{"r": [first, k]}` when they are first, first… (k times), first + 1…,
+    else `{"i": their int64 bytes}`."""
+    v = np.ascontiguousarray(values, dtype="<i8")
+    n = v.size
+    if n > 1:
+        first, span = int(v[0]), int(v[-1]) - int(v[0]) + 1
+        if 0 < span <= n and n % span == 0:
+            k = n // span
+            if bool((v == first + np.arange(n, dtype=np.int64) // k).all()):
+                return {"r": [first, k]}
+    return {"i": v.tobytes()}
 
 
 def _used_codes(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +161,7 @@ def encode_steps(s: Samples) -> list[tuple[int, int, bytes]]:
 
 def decode_batch(blob: bytes) -> dict[str, Any]:
     """A stored blob back to columns: float64 arrays and numpy string arrays."""
-    raw = msgpack.unpackb(bytes(blob), raw=False)
+    raw = unpack(blob)
     out: dict[str, Any] = {"n": raw["n"]}
     for name in FLOAT_COLUMNS:
         if name in raw:
@@ -144,8 +180,24 @@ Raw = dict[str, Any]  # a stored batch as msgpack unpacks it (see `encode_steps`
 
 
 def unpack(blob: bytes) -> Raw:
-    """A stored blob as its msgpack map, columns still bytes (what `assemble_steps` takes)."""
+    """A stored blob as its msgpack map, columns still bytes (what `assemble_steps` takes), the
+    short forms (module docstring) in their long ones."""
     raw: Raw = msgpack.unpackb(bytes(blob), raw=False)
+    n = raw["n"]
+    for name in FLOAT_COLUMNS:
+        col = raw.get(name)
+        if isinstance(col, dict):
+            raw[name] = col["k"] * n
+    for name in STRING_COLUMNS:
+        col = raw.get(name)
+        if col is None:
+            continue
+        if "r" in col:
+            first, k = col["r"]
+            raw[name] = {"i": (first + np.arange(n, dtype="<i8") // k).tobytes()}
+        elif "u" in col and "c" not in col:
+            col["c"] = (np.frombuffer(col["b"], dtype=np.uint8).astype("<i4").tobytes()
+                        if "b" in col else _zero_codes(n))
     return raw
 
 
