@@ -114,3 +114,25 @@ def test_observed_in_equals_a_per_environment_oracle(rows: list[tuple[int, bool,
             want[(name, "reward", "reward")] = (min(finite), max(finite))
     assert got == want
     assert np.array_equal(values, np.array([r[2] for r in rows]), equal_nan=True)  # untouched
+
+
+@pytest.mark.parametrize(("odd", "code"), [
+    (7, "wrong_type"), (True, "wrong_type"), (["math"], "wrong_type"), ({"a": 1}, "wrong_type"),
+    (b"math", "wrong_type"), (1.5, "wrong_type"), ("ma\u200bth", "invalid"), ("m\x00", "invalid"),
+])
+def test_one_bad_value_in_a_long_column_of_few_is_refused_by_name(odd: Any, code: str) -> None:
+    """The few-values path checks each distinct value once: a value of another type, or one
+    deceptive string, among 199 good ones is still refused, naming the column."""
+    for at in (0, 100, 199):
+        envs: list[Any] = ["math", "code"] * 100
+        envs[at] = odd
+        with pytest.raises(p.ProtocolError) as err:
+            p.validate_message(samples(envs, 200))
+        assert err.value.code == code and err.value.field == "env"
+
+
+def test_nulls_in_a_long_column_of_few_are_blanks() -> None:
+    envs = ["math", None] * 100
+    got = p.validate_message(samples(envs, 200))
+    assert isinstance(got, p.Samples)
+    assert got.env.tolist() == ["math", ""] * 100

@@ -298,16 +298,16 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
             into[name] = (one, np.zeros(n, dtype=np.int64))
         return np.full(n, values)
     values = _check_list(values, name, n)
-    kinds = set(map(type, values))
-    if not kinds <= {str, type(None)}:
-        raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
-    _refuse_deceptive(filter(None, values), name)
-    if into is not None and kinds == {str} and n >= FEW_MIN_SAMPLES:
+    if into is not None and n >= FEW_MIN_SAMPLES:
         coded = _few_strings(values, name)
         if coded is not None:
             into[name] = coded
             coded_column: np.ndarray = coded[0][coded[1]]
             return coded_column
+    kinds = set(map(type, values))
+    if not kinds <= {str, type(None)}:
+        raise ProtocolError("wrong_type", name, f"{name} must hold strings or nulls")
+    _refuse_deceptive(filter(None, values), name)
     if type(None) in kinds:
         objects = np.array(values, dtype=object)
         objects[np.equal(objects, _NONE)] = ""
@@ -327,14 +327,21 @@ FEW_MIN_SAMPLES = 64  # a string column this long with at most 1/FEW_SHARE disti
 FEW_SHARE = 8  # ... is dictionary-encoded by `_few_strings`
 
 
-def _few_strings(values: list[str], name: str) -> tuple[np.ndarray, np.ndarray] | None:
+def _few_strings(values: list[Any], name: str) -> tuple[np.ndarray, np.ndarray] | None:
     """(sorted distinct values, each value's index) of a list of strings with few distinct
-    values, each checked once (not every sample's copy); None when there are many. The values
-    hold no NUL (`_refuse_deceptive` came first), so numpy, which drops trailing ones, keeps
+    values, each checked once — its type, its characters — not every sample's copy; None when
+    there are many, or when any value is not a string (a null, a wrong type: the caller's
+    checks of every value decide). A value of another type cannot hide behind an equal string
+    among the distinct ones: a decoded frame's values (JSON, msgpack) equal no string but a
+    string. The values hold no NUL (refused first), so numpy, which drops trailing ones, keeps
     them distinct."""
-    distinct = dict.fromkeys(values)  # hashing in C: far cheaper than numpy sorting strings
-    if len(distinct) * FEW_SHARE > len(values):
+    try:
+        distinct = dict.fromkeys(values)  # hashing in C: far cheaper than numpy sorting strings
+    except TypeError:  # an unhashable value (a list): not a string
         return None
+    if len(distinct) * FEW_SHARE > len(values) or not all(type(v) is str for v in distinct):
+        return None
+    _refuse_deceptive(distinct, name)
     ordered = sorted(distinct)  # code-point order, as numpy sorts
     uniques = _checked_strings(np.array(ordered, dtype=str), name)
     position = dict(zip(ordered, range(len(ordered)), strict=True))
