@@ -8,6 +8,12 @@ left the outbox (`FlushWaiters`). It also decides when staged bodies reach the d
 (`spill_due`): after `spill_after` seconds unacknowledged, while the server is away, past
 `max_staged_bytes`, on a sync and when the thread stops.
 `kick`, `status` and `outbox_path` may be called from any thread.
+
+While the loop is busy (from each wake-up in its selector until it waits for I/O again) the
+interpreter's switch interval is lowered to `YIELD_SECONDS` (`Yielding`): a thread that asks
+for the GIL meanwhile (the trainer, back from its kernels) gets it within that, instead of
+waiting up to the default 5 ms while the sender converts, encodes and sends. While it waits,
+and beside a trainer that holds the GIL in Python code, the process keeps its own interval.
 """
 
 from __future__ import annotations
@@ -15,12 +21,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import selectors
 import sqlite3
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from trainer_hooks.transport import outbox as outbox_files
 from trainer_hooks.transport.batching import SampleBatcher
@@ -35,6 +45,125 @@ from trainer_hooks.transport.sealer import Sealer
 from trainer_hooks.transport.spooled import Summary
 
 log = logging.getLogger("trainer_hooks.sender")
+
+# The switch interval while the sender's loop is busy: about the longest a trainer thread
+# asking for the GIL then waits for the sender (bench/trainer_cost.py --lists: at the default
+# 5 ms the loop was blocked ~100 µs a step on the GIL, at 0.1 ms ~45; bench/RESULTS.md,
+# 2026-12-04).
+YIELD_SECONDS = 0.0001
+JUDGE_SECONDS = 0.01  # the busy time over which the sender judges whether to lower it
+
+
+class Yielding:
+    """The switch interval lowered to `YIELD_SECONDS` while the sender's loop is busy (from
+    each wake-up until it waits for I/O again: `enter`, `leave`; `YieldingSelector`), so that
+    a trainer thread back from its kernels gets the GIL within that instead of waiting up to
+    the default 5 ms while the sender converts, encodes and sends.
+
+    The lower interval applies to every thread waiting for the GIL, the sender's too: beside a
+    trainer that holds the GIL in Python code, the sender would take it back every 0.1 ms
+    instead of sharing it in 5 ms slices (more switches, and the sender's work done during
+    the trainer's loop instead of beside it). So every `JUDGE_SECONDS` of busy time the loop
+    judges its last spells (`judge`): blocked (neither on a CPU nor waiting for one: waiting
+    for the GIL) longer than on a CPU, the next keep the process's interval; else they lower
+    it. Any number of
+    sender threads at once: the first to lower it saves the process's interval, the last to
+    leave restores it, unless someone set another meanwhile."""
+
+    lock = threading.Lock()
+    depth = 0
+    saved = ours = 0.0
+
+    def __init__(self) -> None:
+        self.entered = self.lowered = False
+        self.low_next = True
+        self.busy = 0.0  # seconds the loop was busy since the last judgement
+        self.last: tuple[float, float] | None = None  # `schedstat` at the last judgement
+        self.start = 0.0
+        self.stat = -1  # this thread's /proc schedstat, opened on the first `enter`
+        self.stat_fails = False
+
+    def schedstat(self) -> tuple[float, float]:
+        """This thread's seconds on a CPU and runnable but waiting for one (Linux); elsewhere
+        its CPU time and 0 (waiting for a core then counts as waiting for the GIL)."""
+        if self.stat < 0 and not self.stat_fails:
+            try:
+                self.stat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError:
+                self.stat_fails = True
+        if self.stat >= 0:
+            try:
+                run, wait = os.pread(self.stat, 128, 0).split()[:2]
+                return int(run) / 1e9, int(wait) / 1e9
+            except (OSError, ValueError):
+                pass
+        return time.thread_time(), 0.0
+
+    def enter(self) -> None:
+        if self.entered:
+            return
+        self.entered = True
+        if self.last is None:
+            self.last = self.schedstat()
+        self.start = time.monotonic()
+        if not self.low_next:
+            return
+        cls = Yielding
+        with cls.lock:
+            if cls.depth == 0:
+                cls.saved = sys.getswitchinterval()
+                if cls.saved > YIELD_SECONDS:
+                    sys.setswitchinterval(YIELD_SECONDS)
+                cls.ours = sys.getswitchinterval()  # (as the interpreter rounds it)
+            cls.depth += 1
+        self.lowered = True
+
+    def leave(self) -> None:
+        if not self.entered:
+            return
+        self.entered = False
+        if self.lowered:
+            self.lowered = False
+            cls = Yielding
+            with cls.lock:
+                cls.depth -= 1
+                if cls.depth == 0 and sys.getswitchinterval() == cls.ours != cls.saved:
+                    sys.setswitchinterval(cls.saved)  # (unless someone set another meanwhile)
+        self.busy += time.monotonic() - self.start
+        if self.busy >= JUDGE_SECONDS:
+            self.judge()
+
+    def judge(self) -> None:
+        """Whether the next spells lower the interval, from the last ones: the loop's busy
+        time since the last judgement against the thread's time on a CPU and waiting for one
+        meanwhile (outside its busy spells the thread sleeps in the selector)."""
+        stat = self.schedstat()
+        if self.last is not None:  # (set on the first spell)
+            run, runnable = stat[0] - self.last[0], stat[1] - self.last[1]
+            self.low_next = self.busy - run - runnable <= run
+        self.last, self.busy = stat, 0.0
+
+    def close(self) -> None:
+        self.leave()
+        if self.stat >= 0:
+            os.close(self.stat)
+            self.stat = -1
+
+
+class YieldingSelector(selectors.DefaultSelector):
+    """The sender loop's selector: the process's switch interval while it waits for I/O, the
+    lower one (`Yielding`) while the loop runs callbacks."""
+
+    def __init__(self, yielding: Yielding) -> None:
+        super().__init__()
+        self.yielding = yielding
+
+    def select(self, timeout: float | None = None) -> list[Any]:
+        self.yielding.leave()
+        try:
+            return super().select(timeout)
+        finally:
+            self.yielding.enter()
 
 
 class SenderEngine:
@@ -88,8 +217,13 @@ class SenderEngine:
 
     def run(self) -> None:
         try:
-            with asyncio.Runner() as runner:
-                runner.run(self.main())
+            yielding = Yielding()
+            try:
+                with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(
+                        YieldingSelector(yielding))) as runner:
+                    runner.run(self.main())
+            finally:
+                yielding.close()
         except Exception:  # noqa: BLE001 - the thread must end quietly, the caller keeps going
             log.exception("telescope: the sender thread failed; nothing more will be sent")
         finally:
