@@ -164,10 +164,15 @@ class _Encoder:
 
     def ids(self, value: Any) -> Any:
         """An id column: a list of Python ints only (no bools: those are no ids) as int64,
-        as the sender thread converts it (`samples._ids`), else as `column`."""
-        if type(value) is list and value and _INT.issuperset(map(type, value)):
+        as the sender thread converts it (`samples._ids`, `samples._int_ids`), else as
+        `column`."""
+        if type(value) is list and value and type(value[0]) is int:
             packed = _packed(value, "q")
-            if packed is not None:
+            # (a bool packs as 0 or 1: only then is every value's type looked at, which
+            # costs twice the conversion)
+            if packed is not None and (
+                    not (np.frombuffer(packed, dtype="<u8") < 2).any()
+                    or _INT.issuperset(map(type, value))):
                 self.buffers.append(packed)
                 return _new(_Ext, (EXT_ARRAY, _U64.pack(packed.nbytes) + b"<i8"))
         return self.column(value)

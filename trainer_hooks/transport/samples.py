@@ -357,6 +357,12 @@ def _packed(values: list[Any], code: str) -> np.ndarray | None:
 def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
     if isinstance(values, (str, int)) and name == "group_id":
         return [values] * n
+    if type(values) is list and values and type(values[0]) is int:  # (from a reward function)
+        packed = _int_ids(values)
+        if packed is not None:
+            if packed.size != n:
+                raise SampleError(f"{name}: {packed.size} values; reward has {n}")
+            return packed
     if type(values) is not np.ndarray and hasattr(values, "detach"):
         values = values.detach().cpu().numpy()
     if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iu" and (
@@ -383,6 +389,17 @@ def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
     if longest > MAX_ID_CHARS:
         raise SampleError(f"{name}: ids are limited to {MAX_ID_CHARS} characters")
     return out
+
+
+def _int_ids(values: list[Any]) -> np.ndarray | None:
+    """A list of integer ids as int64, or None when it may hold something else (a string, a
+    bool, an int beyond int64): `_ids` then looks at every value's type. The type check costs
+    twice the conversion, so it runs only when a value is 0 or 1, all a bool can pack as."""
+    packed = _packed(values, "q")
+    if packed is None or ((packed.view(np.uint64) < 2).any()
+                          and not _INT.issuperset(map(type, values))):
+        return None
+    return packed
 
 
 def _coerce_id(v: Any, name: str) -> str | int:
