@@ -30,6 +30,24 @@ const COUNT = new Intl.NumberFormat('en-US');
 
 let settingsCounter = 0;
 
+// Charts drawn since the page was last idle, whose folded toolbar is placed then: all their
+// plots' tops read in one layout, after the draws (read after each draw, it forced a layout per
+// chart of the first screen), so the toolbar is where it opens before anyone points at it.
+const unplaced = new Set();
+const whenIdle = window.requestIdleCallback ?? ((fn) => setTimeout(fn, 50));
+
+function placeLater(chart) {
+  if (!unplaced.size) {
+    whenIdle(() => {
+      const charts = [...unplaced];
+      unplaced.clear();
+      const tops = charts.map((c) => c.plot.offsetTop); // every read, then every write
+      charts.forEach((c, i) => c.placeTools(tops[i]));
+    });
+  }
+  unplaced.add(chart);
+}
+
 /**
  * What a chart of the All view says of itself, from the registry: {title, description, tip,
  * unit, integer} of the entry naming it, null for a key the registry does not know (it keeps
@@ -138,10 +156,10 @@ export class Chart {
   /**
    * The folded toolbar opens over the top of the plot (its right end), never over the rows
    * between header and plot (legend, series, forms): it follows where the plot starts, read
-   * when the header is hovered or focused (the toolbar opens then) and in fullscreen.
+   * when the page is idle after a draw (`placeLater`), when the header is hovered or focused
+   * (the toolbar opens then) and in fullscreen.
    */
-  placeTools() {
-    const top = this.plot.offsetTop;
+  placeTools(top = this.plot.offsetTop) {
     if (top === this.toolsTop || !top) return;
     this.toolsTop = top;
     this.el.style.setProperty('--tools-top', `${top}px`);
@@ -405,6 +423,7 @@ export class Chart {
     this.updateBadge(fig);
     if (this.legend) this.updateLegend(fig.legend);
     this.runLegend?.drawn(fig, fig.prepared.map((p) => p.run));
+    placeLater(this);
     addonDrawn(this, fig);
     this.plot.dataset.plottedId = (this.page.runs[0] && this.idsFor(this.page.runs[0]).main) ?? '';
     const primary = fig.prepared.find((p) => p.run.id === this.page.runs[0]?.id);
