@@ -143,6 +143,28 @@ def test_count_charts_tick_in_whole_numbers_and_name_their_unit(page, demo):
         assert y_axis(page, sid)["title"] == unit, sid
 
 
+def test_a_share_axis_stays_within_0_and_100_percent(page, demo):
+    """The demo's discards are all too stale (100 %), none for zero advantage (0 %): the axis
+    of a share is not padded past 100 % nor below 0 %."""
+    dash, run_id, _ = demo
+    open_all(page, dash, run_id, VIEWPORTS[0])
+    for key in ("max_async_pct", "zero_advantage_pct"):
+        sid = series_id("discarded", "discarded", key, None)
+        scroll_to(page, sid)
+        got = page.evaluate("""sid => {
+            const gd = document.querySelector(`[data-series-id="${CSS.escape(sid)}"]`);
+            const ys = gd.data.filter(t => t.meta && t.meta.role === 'raw').flatMap(t => t.y)
+              .filter(v => v !== null && Number.isFinite(v));
+            return {range: gd.layout.yaxis.range, lo: Math.min(...ys), hi: Math.max(...ys)};
+            }""", sid)
+        assert 0 <= got["lo"] <= got["hi"] <= 100, (key, got)
+        if got["hi"] == 0:  # a flat 0 keeps the flat counter's tiny range: its one tick, "0"
+            assert got["range"][1] - got["range"][0] < 1e-6, (key, got)
+            continue
+        assert got["range"][0] >= 0 and got["range"][1] <= 100, (key, got)
+        assert got["range"][0] <= got["lo"] and got["range"][1] >= got["hi"], (key, got)
+
+
 def test_axis_and_tooltip_write_a_number_alike(page, demo):
     dash, run_id, _ = demo
     open_all(page, dash, run_id, VIEWPORTS[0])

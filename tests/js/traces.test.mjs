@@ -214,3 +214,24 @@ test('the left margin holds the y labels and the unit from the first draw (no au
     axis: { unit: 'nats' } });
   assert.equal(fig.layout.margin.l, 50);
 });
+
+test('a share in % is not padded past 0 or 100 %; other units are', () => {
+  const full = buildFigure({ entry: entry(), runs: [run(1, [100, 100, 100])], chart: chart(), page: page(), theme,
+    axis: { unit: '%' } });
+  const [lo, hi] = full.layout.yaxis.range;
+  assert.equal(hi, 100);
+  assert.ok(lo < 100 && lo >= 90);
+  const some = buildFigure({ entry: entry(), runs: [run(1, [0, 40, 100])], chart: chart(), page: page(), theme,
+    axis: { unit: '%' } });
+  assert.deepEqual(some.layout.yaxis.range, [0, 100]);
+  const inside = buildFigure({ entry: entry(), runs: [run(1, [20, 40])], chart: chart(), page: page(), theme,
+    axis: { unit: '%' } });
+  const [a, b] = inside.layout.yaxis.range;
+  assert.ok(a > 0 && a < 20 && b > 40 && b < 100); // padded as any axis inside the bounds
+  const plain = buildFigure({ entry: entry(), runs: [run(1, [100, 100, 100])], chart: chart(), page: page(), theme,
+    axis: { unit: 'tokens' } });
+  assert.ok(plain.layout.yaxis.range[1] > 100);
+  const flatZero = buildFigure({ entry: entry(), runs: [run(1, [0, 0, 0])], chart: chart(), page: page(), theme,
+    axis: { unit: '%' } });
+  assert.ok(flatZero.layout.yaxis.range[0] < 0); // a flat 0 keeps its tiny symmetric range
+});

@@ -189,9 +189,10 @@ export function referenceShapes(prepared, entry, normalized, theme) {
  * counts), zero; padded by transforms.autoscalePad. A normalized chart spans 0–1 at least.
  * y min / max replace their end. Log y: the same rule in decades, over positive values. Null
  * (Plotly's autorange) only when nothing is drawn. (A flat counter keeps Telescope's tiny
- * range: its integer ticks, yAxisWords, say "0", not ±100p.)
+ * range: its integer ticks, yAxisWords, say "0", not ±100p.) A `percent` axis whose values lie
+ * within 0–100 % is not padded past them: a share of 100 % throughout shows no 104 %.
  */
-export function yAxisRange(prepared, chart, { normalized = false, shapes = [], includeZero = false } = {}) {
+export function yAxisRange(prepared, chart, { normalized = false, shapes = [], includeZero = false, percent = false } = {}) {
   const values = prepared.flatMap(rangeValues);
   if (!normalized) values.push(shapes.map((s) => s.y0));
   const given = (v) => v !== null && v !== undefined && Number.isFinite(v);
@@ -205,6 +206,9 @@ export function yAxisRange(prepared, chart, { normalized = false, shapes = [], i
   let ext = extent(...values);
   if (normalized) ext = ext ? [Math.min(0, ext[0]), Math.max(1, ext[1])] : [0, 1];
   let [lo, hi] = autoscale(ext, { includeZero }) ?? [null, null];
+  if (percent && ext && !normalized && ext[0] >= 0 && ext[1] <= 100 && hi - lo > 1e-9) {
+    [lo, hi] = [Math.max(lo, 0), Math.min(hi, 100)];
+  }
   if (given(chart.yMin)) lo = chart.yMin;
   if (given(chart.yMax)) hi = chart.yMax;
   return lo !== null && hi !== null && hi > lo ? [lo, hi] : null;
@@ -344,7 +348,8 @@ export function buildFigure({ entry, runs, chart, page, theme, zoom = null, norm
   const shapes = referenceShapes(prepared, entry, normalized, theme);
   const ax = /** @type {{unit?: string, integer?: boolean}} */ (axis);
   const y = { unit: normalized ? '' : ax.unit ?? '', integer: !normalized && (Boolean(ax.integer) || wholeValues(prepared)) };
-  const yRange = zoom?.y ?? yAxisRange(prepared, chart, { normalized, shapes, includeZero: entry.kind === 'advantage' });
+  const yRange = zoom?.y ?? yAxisRange(prepared, chart, { normalized, shapes, includeZero: entry.kind === 'advantage',
+    percent: y.unit === '%' });
   const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y });
   return { data, layout, points, unit, prepared };
 }
