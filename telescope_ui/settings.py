@@ -165,7 +165,7 @@ else:
 if os.environ.get("REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "BACKEND": "telescope_ui.channel_layer.PubSubChannelLayer",
             "CONFIG": {
                 "hosts": [os.environ["REDIS_URL"]],
                 # Separate deployments (or test servers) sharing one Redis stay apart.
