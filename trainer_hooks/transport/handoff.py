@@ -48,6 +48,7 @@ import msgpack
 import numpy as np
 
 from trainer_hooks.transport.queue import Call, SamplesCall, StepCall
+from trainer_hooks.transport.samples import ints_only
 
 RING_BYTES = 32 << 20
 HEADER_BYTES = 4096
@@ -168,11 +169,7 @@ class _Encoder:
         `column`."""
         if type(value) is list and value and type(value[0]) is int:
             packed = _packed(value, "q")
-            # (a bool packs as 0 or 1: only then is every value's type looked at, which
-            # costs twice the conversion)
-            if packed is not None and (
-                    not (np.frombuffer(packed, dtype="<u8") < 2).any()
-                    or _INT.issuperset(map(type, value))):
+            if packed is not None and ints_only(value, np.frombuffer(packed, dtype="<u8")):
                 self.buffers.append(packed)
                 return _new(_Ext, (EXT_ARRAY, _U64.pack(packed.nbytes) + b"<i8"))
         return self.column(value)
@@ -228,7 +225,6 @@ _SAMPLE_FIELDS = tuple(
                                  "off_policy_steps", "time") else _Encoder.column
     for name in SamplesCall._fields)
 _NUMBERS = (float, int)
-_INT = frozenset({int})
 
 
 @functools.lru_cache(maxsize=64)

@@ -393,13 +393,18 @@ def _ids(values: Any, n: int, name: str) -> list[Any] | np.ndarray:
 
 def _int_ids(values: list[Any]) -> np.ndarray | None:
     """A list of integer ids as int64, or None when it may hold something else (a string, a
-    bool, an int beyond int64): `_ids` then looks at every value's type. The type check costs
-    twice the conversion, so it runs only when a value is 0 or 1, all a bool can pack as."""
+    bool, an int beyond int64): `_ids` then looks at every value's type."""
     packed = _packed(values, "q")
-    if packed is None or ((packed.view(np.uint64) < 2).any()
-                          and not _INT.issuperset(map(type, values))):
+    if packed is None or not ints_only(values, packed.view(np.uint64)):
         return None
     return packed
+
+
+def ints_only(values: list[Any], packed: np.ndarray) -> bool:
+    """Whether a list that packed as int64 (`packed`, viewed as uint64) held Python ints only.
+    A bool packs as 0 or 1, so every value's type is looked at (which costs twice the
+    conversion) only when some value is 0 or 1."""
+    return not bool((packed < 2).any()) or _INT.issuperset(map(type, values))
 
 
 def _coerce_id(v: Any, name: str) -> str | int:

@@ -137,8 +137,7 @@ export class Chart {
     // The toolbar folds under a "⋯" (opens on hover or focus): the title keeps the header's width.
     const fold = h('span', { class: 'tools-fold', 'aria-hidden': 'true', title: 'Chart tools' }, '\u22ef');
     const head = h('header', { class: 'chart-head' }, this.title, help, tools, fold);
-    // Where the toolbar opens is read as it opens (placeTools): read after each draw, it forced
-    // a layout per chart of the first screen.
+    // Where the toolbar opens is read again as it opens (placeTools; after draws: placeLater).
     head.addEventListener('pointerenter', () => this.placeTools());
     head.addEventListener('focusin', () => this.placeTools());
     this.el = h('article', { class: 'chart' }, head,
