@@ -2,7 +2,8 @@
 server fed the demo through real ingest: titles from the registry (no raw statistic id), a "?"
 on each derived family, units on the y axes, whole-number ticks on counts, one number format on
 axis and tooltip, titles whole at 1600×1000 and 1280×800 in the All and the Custom view, and
-each environment of a run in its own colour, on a one-line legend."""
+each environment of a run in its own colour, on a legend of two lines at most whose every
+environment is named whole."""
 
 from __future__ import annotations
 
@@ -264,6 +265,67 @@ def test_the_page_head_is_one_line_at_both_viewports(page, demo):
             assert item["top"] < name["bottom"] and item["bottom"] > name["top"], (size, item)
 
 
+# A composed chart's legend as laid out: the middle (px) of each of its controls (toggles, env
+# filter) and of each environment's key, and each key name's widths (cut when scroll > client).
+LEGEND = """card => {
+    const lg = card.querySelector('[data-chart-legend]');
+    const mid = el => {
+      const r = el.getBoundingClientRect();
+      return Math.round(r.top + r.height / 2); };
+    return {title: card.querySelector('.chart-title').textContent,
+      controls: [...lg.children].filter(el => !el.matches('.legend-keys')).map(mid),
+      keys: [...lg.querySelectorAll('.env-key')].map(mid),
+      names: [...lg.querySelectorAll('.env-key .legend-name')].map(n => ({
+        text: n.textContent, whole: n.closest('.env-key').title, scroll: n.scrollWidth,
+        client: n.clientWidth}))}; }"""
+
+
+def legend(pg, card: Any) -> dict[str, Any]:
+    return pg.evaluate(LEGEND, card)
+
+
+def assert_two_lines_at_most(got: dict[str, Any], size: tuple[int, int]) -> None:
+    """The toggles and the env filter on one line, the environments' keys together on that line
+    or on the next (a line is ~19 px): two lines at most."""
+    controls, keys = got["controls"], got["keys"]
+    assert controls and keys, (size, got)
+    assert max(controls) - min(controls) <= 2, (size, got)
+    assert max(keys) - min(keys) <= 2, (size, got)
+    assert -2 <= min(keys) - min(controls) <= 24, (size, got)
+
+
+def test_environment_names_are_whole_in_the_all_view_at_both_viewports(page, demo):
+    """Every environment key of a composed chart's legend says its whole name (at 4 columns,
+    the "± std", "min/max" and env filter left "c…" / "hen…" of countdown and hendrycks_math):
+    keys that do not fit beside the controls go on a line of their own under them."""
+    dash, run_id, _ = demo
+    for size in VIEWPORTS:
+        open_all(page, dash, run_id, size)
+        page.locator("[data-section='fixed:Data quality'] .section-toggle").click()
+        checked = []
+        cards = page.locator(".chart", has=page.locator("[data-chart-legend]"))
+        for i in range(cards.count()):
+            card = cards.nth(i)
+            if not card.is_visible():
+                continue
+            card.scroll_into_view_if_needed()
+            handle = card.element_handle()
+            page.wait_for_function("card => card.classList.contains('rendered')", arg=handle,
+                                   timeout=15_000)
+            got = legend(page, handle)
+            if not got["names"]:
+                continue
+            for name in got["names"]:
+                assert 0 < name["scroll"] <= name["client"], (size, got["title"], name)
+                assert name["text"] == name["whole"] or name["whole"] == "all environments together"
+            assert_two_lines_at_most(got, size)
+            checked.append(got["title"])
+        # Reward, the sample metrics, Advantage, the token charts, Off-policy lag at least.
+        for title in ("Reward", "correct", "reasoning_steps", "Advantage", "Off-policy lag"):
+            assert title in checked, (size, title, checked)
+        assert sum("tokens" in t for t in checked) >= 3, (size, checked)
+
+
 def line_traces(fig: Any) -> list[Any]:
     return [t for t in fig["data"] if t["meta"] and t["meta"]["role"] in ("raw", "env")]
 
@@ -282,12 +344,9 @@ def test_each_environment_has_its_own_colour_and_overlaid_runs_theirs(page, demo
     card = page.locator(".chart", has=page.locator(f"[data-series-id='{REWARD}']"))
     keys = card.locator("[data-chart-legend] .env-key")
     assert [keys.nth(i).get_attribute("data-color") for i in range(keys.count())] == colours
-    tops = page.evaluate("""sid => { const card = document.querySelector(
-        `[data-series-id="${CSS.escape(sid)}"]`).closest('.chart');
-        return [...card.querySelectorAll('[data-chart-legend] > *')].map(el =>
-          Math.round(el.getBoundingClientRect().top + el.getBoundingClientRect().height / 2)); }""",
-                         REWARD)
-    assert len(tops) >= 4 and max(tops) - min(tops) <= 2, tops  # one line
+    got = legend(page, card.element_handle())
+    assert len(got["controls"]) == 3 and len(got["keys"]) == 3, got  # ± std, min/max, env filter
+    assert_two_lines_at_most(got, VIEWPORTS[0])
 
     # Overlaid runs: each run its colour again (runs are told apart first), environments a dash.
     base = demo[2]

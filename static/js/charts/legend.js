@@ -1,7 +1,8 @@
 // @ts-check
-// Chart legends. A composed chart's (All view), on one line: toggles of the ± std band and the
-// min/max envelope, the environment filter, and what its lines are (the pooled series solid in
-// the run's colour, each environment its own dash and, for a run alone, its own colour); a
+// Chart legends. A composed chart's (All view): toggles of the ± std band and the min/max
+// envelope, the environment filter, and what its lines are (the pooled series solid in the
+// run's colour, each environment its own dash and, for a run alone, its own colour), these keys
+// beside the controls when they fit, else on a line of their own under them (css/charts.css); a
 // timeline family's, which series each dash is. Plotly's own legend would toggle traces one by one and forget it on the
 // next redraw; these are chart settings, read by every redraw and every overlaid run.
 // Every line chart's run legend (RunLegend): with overlaid runs, a swatch and name per run;
