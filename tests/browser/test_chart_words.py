@@ -3,7 +3,7 @@ server fed the demo through real ingest: titles from the registry (no raw statis
 on each derived family, units on the y axes, whole-number ticks on counts, one number format on
 axis and tooltip, titles whole at 1600×1000 and 1280×800 in the All and the Custom view, and
 each environment of a run in its own colour, on a legend of two lines at most whose every
-environment is named whole."""
+environment is named whole; a flat counter ticks whole numbers around its value."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ DISCARDED = series_id("discarded", "discarded", "count", None)
 SKIPPED = series_id("step", "optim/step_skipped")
 LR = series_id("step", "learning_rate")
 NULLS = series_id("reward", "reward", "null_count", None)
+MICROBATCHES = series_id("timeline", "timing_microbatch_count")
 # Statistic ids that must never be a title's words (beside any `_`, checked apart).
 BARE_IDS = re.compile(r"\b(count|canceled|informative|tied|all_min|all_max)$")
 
@@ -142,6 +143,20 @@ def test_count_charts_tick_in_whole_numbers_and_name_their_unit(page, demo):
                       (series_id("step", "entropy"), "nats")):
         scroll_to(page, sid)
         assert y_axis(page, sid)["title"] == unit, sid
+
+
+def test_a_flat_counter_ticks_whole_numbers_around_its_value(page, demo):
+    """The demo's Microbatches is 4 at every step: its axis showed one tick, "4"; now the
+    whole numbers on each side too."""
+    dash, run_id, _ = demo
+    open_all(page, dash, run_id, VIEWPORTS[0])
+    fig = scroll_to(page, MICROBATCHES)
+    ys = {v for t in fig["data"] if t["meta"] and t["meta"]["role"] == "raw" for v in t["y"]
+          if v is not None}
+    assert ys == {4}, ys  # the demo's: flat
+    axis = y_axis(page, MICROBATCHES)
+    assert axis["ticks"] == ["3", "4", "5"], axis
+    assert axis["title"] == "microbatches", axis
 
 
 def test_a_share_axis_stays_within_0_and_100_percent(page, demo):

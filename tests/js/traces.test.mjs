@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { buildFigure, labelWidth, leftMargin, tickLabel, withAlpha } from '../../static/js/charts/traces.js';
+import { buildComposedFigure } from '../../static/js/charts/composed.js';
 
 const theme = { fg: '#000', muted: '#888', grid: '#eee', bg: '#fff', font: 'sans-serif' };
 const page = (over = {}) => ({ xaxis: 'step', ema: false, span: 10, normalize: false, maxStep: null, maxTime: null, ...over });
@@ -234,4 +235,38 @@ test('a share in % is not padded past 0 or 100 %; other units are', () => {
   const flatZero = buildFigure({ entry: entry(), runs: [run(1, [0, 0, 0])], chart: chart(), page: page(), theme,
     axis: { unit: '%' } });
   assert.ok(flatZero.layout.yaxis.range[0] < 0); // a flat 0 keeps its tiny symmetric range
+});
+
+test('a flat whole-number counter ticks at least three integers around its value; a flat 0 keeps its "0"', () => {
+  // The demo's Microbatches: 4 at every step. Padded to 3.8–4.2 it had one tick, "4".
+  const micro = buildFigure({ entry: entry({ kind: 'timeline', key: 'timing_microbatch_count' }), runs: [run(1, [4, 4, 4])],
+    chart: chart(), page: page(), theme, axis: { unit: 'microbatches', integer: true } });
+  assert.deepEqual(micro.layout.yaxis.range, [3, 5]);
+  assert.equal(micro.layout.yaxis.dtick, 1); // ticks 3, 4, 5
+  assert.equal(micro.layout.yaxis.tickformat, ',d');
+  // Whole values without the registry's word count too; a flag stuck at 1 ticks 0, 1, 2.
+  const one = buildFigure({ entry: entry(), runs: [run(1, [1, 1])], chart: chart(), page: page(), theme });
+  assert.deepEqual(one.layout.yaxis.range, [0, 2]);
+  const negative = buildFigure({ entry: entry(), runs: [run(1, [-7, -7])], chart: chart(), page: page(), theme });
+  assert.deepEqual(negative.layout.yaxis.range, [-8, -6]);
+  // Ranges that already hold two whole numbers stay padded as before; so does a flat 0 and a fraction.
+  closeRange(buildFigure({ entry: entry(), runs: [run(1, [3, 4])], chart: chart(), page: page(), theme })
+    .layout.yaxis.range, [2.8, 4.2]);
+  closeRange(buildFigure({ entry: entry(), runs: [run(1, [100, 100])], chart: chart(), page: page(), theme })
+    .layout.yaxis.range, [95, 105]);
+  closeRange(buildFigure({ entry: entry(), runs: [run(1, [0, 0])], chart: chart(), page: page(), theme })
+    .layout.yaxis.range, [-1e-10, 1e-10]);
+  closeRange(buildFigure({ entry: entry(), runs: [run(1, [4.5, 4.5])], chart: chart(), page: page(), theme })
+    .layout.yaxis.range, [4.275, 4.725]);
+  // The user's y min / max still win; a share in % stays within 0–100.
+  const bounded = buildFigure({ entry: entry(), runs: [run(1, [4, 4])], chart: chart({ yMin: 0 }), page: page(), theme });
+  assert.deepEqual(bounded.layout.yaxis.range, [0, 5]);
+  const pct = buildFigure({ entry: entry(), runs: [run(1, [1, 1])], chart: chart(), page: page(), theme, axis: { unit: '%' } });
+  assert.deepEqual(pct.layout.yaxis.range, [0, 2]);
+  // A composed chart (a family's mean and its environments) alike.
+  const e4 = (env) => ({ entry: entry({ kind: 'sample', key: 'turns', stat: 'mean', env }), role: 'line', data: series([4, 4]) });
+  const composed = buildComposedFigure({ primary: entry({ kind: 'sample', key: 'turns', stat: 'mean' }), envs: ['a'],
+    runs: [{ id: 1, name: 'r', color: '#112233', t0: 1000, firstStep: 0, range: null, members: [e4(null), e4('a')] }],
+    chart: chart({ envelope: false }), page: page(), theme });
+  assert.deepEqual(composed.layout.yaxis.range, [3, 5]);
 });

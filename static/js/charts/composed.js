@@ -201,7 +201,7 @@ export function buildComposedFigure({ primary, envs = [], runs, chart, page, the
   const ax = /** @type {{unit?: string, integer?: boolean}} */ (axis);
   const y = { unit: normalized ? '' : ax.unit ?? '', integer: !normalized && (Boolean(ax.integer) || wholeValues(all)) };
   const yRange = zoom?.y ?? yAxisRange(all, chart, { normalized, shapes,
-    includeZero: primary.kind === 'advantage' || stacked, percent: y.unit === '%' });
+    includeZero: primary.kind === 'advantage' || stacked, percent: y.unit === '%', integer: y.integer });
   const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y });
   return { data, layout, points, unit, prepared };
 }

@@ -190,9 +190,13 @@ export function referenceShapes(prepared, entry, normalized, theme) {
  * y min / max replace their end. Log y: the same rule in decades, over positive values. Null
  * (Plotly's autorange) only when nothing is drawn. (A flat counter keeps Telescope's tiny
  * range: its integer ticks, yAxisWords, say "0", not ±100p.) A `percent` axis whose values lie
- * within 0–100 % is not padded past them: a share of 100 % throughout shows no 104 %.
+ * within 0–100 % is not padded past them: a share of 100 % throughout shows no 104 %. An
+ * `integer` axis whose padded range would hold a single whole number (a flat counter at 4:
+ * 3.8–4.2, one "4" tick) spans one more on each side (3–5: "3", "4", "5"); a flat 0 keeps its
+ * tiny range.
  */
-export function yAxisRange(prepared, chart, { normalized = false, shapes = [], includeZero = false, percent = false } = {}) {
+export function yAxisRange(prepared, chart, { normalized = false, shapes = [], includeZero = false, percent = false,
+  integer = false } = {}) {
   const values = prepared.flatMap(rangeValues);
   if (!normalized) values.push(shapes.map((s) => s.y0));
   const given = (v) => v !== null && v !== undefined && Number.isFinite(v);
@@ -206,6 +210,9 @@ export function yAxisRange(prepared, chart, { normalized = false, shapes = [], i
   let ext = extent(...values);
   if (normalized) ext = ext ? [Math.min(0, ext[0]), Math.max(1, ext[1])] : [0, 1];
   let [lo, hi] = autoscale(ext, { includeZero }) ?? [null, null];
+  if (integer && ext && !normalized && !(ext[0] === 0 && ext[1] === 0) && Math.floor(hi) - Math.ceil(lo) < 1) {
+    [lo, hi] = [Math.floor(ext[0]) - 1, Math.ceil(ext[1]) + 1];
+  }
   if (percent && ext && !normalized && ext[0] >= 0 && ext[1] <= 100 && hi - lo > 1e-9) {
     [lo, hi] = [Math.max(lo, 0), Math.min(hi, 100)];
   }
@@ -349,7 +356,7 @@ export function buildFigure({ entry, runs, chart, page, theme, zoom = null, norm
   const ax = /** @type {{unit?: string, integer?: boolean}} */ (axis);
   const y = { unit: normalized ? '' : ax.unit ?? '', integer: !normalized && (Boolean(ax.integer) || wholeValues(prepared)) };
   const yRange = zoom?.y ?? yAxisRange(prepared, chart, { normalized, shapes, includeZero: entry.kind === 'advantage',
-    percent: y.unit === '%' });
+    percent: y.unit === '%', integer: y.integer });
   const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y });
   return { data, layout, points, unit, prepared };
 }

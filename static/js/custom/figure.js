@@ -109,11 +109,11 @@ export function buildPlotFigure({ series, runs, chart, page, theme, zoom = null,
   const norm = normalized && series.length === 1;
   const yLeft = norm ? {} : sideAxis(on('left'), left);
   const yRange = zoom?.y ?? yAxisRange(left, chart, { normalized: norm, shapes,
-    includeZero: first?.kind === 'advantage' && sides[0] === 'left' });
+    includeZero: first?.kind === 'advantage' && sides[0] === 'left', integer: Boolean(yLeft.integer) });
   const layout = baseLayout({ chart, page, theme, unit, yRange, zoom, shapes, y: yLeft });
   if (right.length) {
     const yRight = sideAxis(on('right'), right);
-    const r = yAxisRange(right, { ...chart, yMin: null, yMax: null });
+    const r = yAxisRange(right, { ...chart, yMin: null, yMax: null }, { integer: yRight.integer });
     const { range, title, tickmode, tick0, dtick, ...style } = layout.yaxis; // eslint-disable-line no-unused-vars
     layout.yaxis2 = { ...style, overlaying: 'y', side: 'right', showgrid: false,
       ...yAxisWords(r, { ...yRight, log: Boolean(chart.logY) }, theme),
