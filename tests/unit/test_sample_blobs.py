@@ -113,3 +113,112 @@ def test_a_batch_stored_in_the_long_forms_reads_the_same() -> None:
     for name in ("reward", "group", "env", "discard"):
         assert getattr(a, name).tobytes() == getattr(b, name).tobytes()
     assert a.env_names == b.env_names
+
+
+# ------------------------------------------------------- the message's steps encoded at once
+
+def _reference(s: Any) -> list[tuple[int, int, bytes]]:
+    """The encoder as it was before it worked on whole messages: step by step, each part's
+    columns gathered, checked and packed alone. `encode_steps` must give its bytes exactly."""
+    step = s.step
+    order = np.argsort(step, kind="stable")
+    steps = step[order]
+    starts = np.flatnonzero(np.diff(steps, prepend=steps[0] - 1)).tolist()
+    ends = [*starts[1:], steps.size]
+    packer = msgpack.Packer(use_bin_type=True)
+    out = []
+    for a, b in zip(starts, ends, strict=True):
+        idx = order[a:b]
+        m: dict[str, Any] = {"n": b - a}
+        for name in FLOAT_COLUMNS:
+            col = getattr(s, name)
+            if col is not None:
+                data = np.ascontiguousarray(col[idx], dtype="<f8")
+                bits = data.view("<i8")
+                m[name] = ({"k": data[:1].tobytes()} if bits.size > 1
+                           and bool((bits == bits[0]).all()) else data.tobytes())
+        for name in STRING_COLUMNS:
+            col = getattr(s, name)
+            if col is None:
+                continue
+            if col.dtype.kind == "i":
+                v = np.ascontiguousarray(col[idx], dtype="<i8")
+                n, first, span = v.size, int(v[0]), int(v[-1]) - int(v[0]) + 1
+                if n > 1 and 0 < span <= n and n % span == 0 and bool(
+                        (v == first + np.arange(n, dtype=np.int64) // (n // span)).all()):
+                    m[name] = {"r": [first, n // span]}
+                else:
+                    m[name] = {"i": v.tobytes()}
+            else:
+                uniques, codes = columns.dictionary(s, name)
+                used, local = np.unique(codes[idx], return_inverse=True)
+                m[name] = {"u": uniques[used].tolist()}
+                if used.size > 256:
+                    m[name]["c"] = local.astype("<i4").tobytes()
+                elif used.size > 1:
+                    m[name]["b"] = local.astype(np.uint8).tobytes()
+        m["metrics"] = {k: np.ascontiguousarray(v[idx], dtype="<f8").tobytes()
+                        for k, v in s.metrics.items()}
+        out.append((int(steps[a]), b - a, packer.pack(m)))
+    return out
+
+
+FLOAT_COLUMNS = columns.FLOAT_COLUMNS
+STRING_COLUMNS = columns.STRING_COLUMNS
+
+
+def _ids(rng: np.random.Generator, n: int, kind: int) -> list[Any]:
+    if kind == 0:  # counting up, each id k times
+        k = int(rng.choice([1, 2, 4]))
+        return [int(x) for x in 1000 + np.arange(n) // k]
+    if kind == 1:  # random integers, the extremes of int64 among them
+        v = rng.integers(-5, 5, n).tolist()
+        v[0] = 2**63 - 1
+        v[-1] = -(2**63)
+        return v
+    if kind == 2:  # strings, all distinct
+        return [f"s{i}" for i in rng.permutation(n).tolist()]
+    return [f"g{i % 3}" for i in range(n)]  # strings, few
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_message_of_many_steps_is_stored_as_its_steps_were_alone(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([1, 2, 7, 64, 300, 700]))
+    n_steps = int(rng.integers(1, min(n, 9) + 1))
+    step = np.sort(rng.integers(0, n_steps, n)) if seed % 3 else rng.integers(0, n_steps, n)
+    step[:n_steps] = np.arange(n_steps) if seed % 5 == 0 else step[:n_steps]
+    envs = [["math"], ["math", "code"], [f"e{i}" for i in range(300)]][seed % 3]
+    obj: dict[str, Any] = {
+        "v": 1, "type": "samples", "id": "m", "run": "r", "step": step.tolist(),
+        "sample_id": _ids(rng, n, seed % 4), "group_id": _ids(rng, n, (seed // 4) % 4),
+        "reward": rng.random(n).tolist(),
+        "env": [envs[i % len(envs)] for i in range(n)],
+        "time": ([1.7e9] * n if seed % 2 else rng.choice([1.0, 2.0], n).tolist()),
+        "metrics": {"len": rng.integers(0, 3, n).astype(float).tolist(),
+                    "zero": ([0.0] * (n - 1) + [-0.0]) if n > 1 else [0.0]},
+    }
+    if seed % 4 == 1:
+        obj["advantage"] = [float("nan")] * n
+        obj["discard_reason"] = [None if i % 2 else "max_async" for i in range(n)]
+        obj["stop_reason"] = ["length"] * n
+    s = validate_message(obj)
+    got = columns.encode_steps(s)
+    assert [(a, b, bytes(c)) for a, b, c in got] == _reference(s)
+    # and each reads back as the step's samples, in the message's order
+    for st, size, blob in got:
+        idx = np.flatnonzero(s.step == st)
+        back = columns.decode_batch(blob)
+        assert size == idx.size
+        assert back["reward"].tobytes() == s.reward[idx].tobytes()
+        assert back["env"].tolist() == s.env[idx].tolist()
+
+
+@pytest.mark.parametrize("distinct", [255, 256, 257])
+def test_one_byte_codes_hold_up_to_256_values(distinct: int) -> None:
+    names = [f"e{i:03d}" for i in range(distinct)]
+    s = samples(2 * distinct, env=names + names, step=[3] * distinct + [4] * distinct)
+    got = columns.encode_steps(s)
+    assert [(a, b, bytes(c)) for a, b, c in got] == _reference(s)
+    assert all(("b" in msgpack.unpackb(blob)["env"]) == (distinct <= 256)
+               for _, _, blob in got)
