@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
 import numpy as np
 from django.db import connection, transaction
 
@@ -60,11 +61,30 @@ class Block:
         return int(self.pk.size)
 
     def pack(self) -> bytes:
-        return (self.pk.astype("<i8").tobytes() + self.step.astype("<i8").tobytes()
-                + self.time.astype("<f8").tobytes() + self.value.astype("<f8").tobytes())
+        """The block's bytes (`unpack` reads them): series pks and steps as int32 when they
+        fit, the times as runs of one value (an aggregation pass writes one time per step for
+        hundreds of series), the values as float64 — about half the 32 bytes a point that the
+        plain layout takes, which every commit of points writes to the database."""
+        packed: bytes = msgpack.packb(
+            [_ints(self.pk), _ints(self.step), *_runs(self.time),
+             np.ascontiguousarray(self.value, dtype="<f8").tobytes()], use_bin_type=True)
+        # Never 32 * n bytes long, the plain layout's size: a pad byte when it would be; the
+        # last byte says how many.
+        pad = 1 if (len(packed) + 1) % _PLAIN_BYTES == 0 else 0
+        return packed + bytes(pad) + bytes([pad])
 
     @classmethod
     def unpack(cls, data: bytes | memoryview, n: int) -> Block:
+        if len(data) != _PLAIN_BYTES * n:
+            view = memoryview(data)
+            pk, step, run_values, run_lengths, value = msgpack.unpackb(
+                view[:len(view) - 1 - view[-1]], raw=False)
+            time = np.frombuffer(run_values, dtype="<f8")
+            if run_lengths is not None:
+                time = np.repeat(time, np.frombuffer(run_lengths, dtype="<i4"))
+            return cls(_from_ints(pk), _from_ints(step), time.astype(np.float64),
+                       np.frombuffer(value, dtype="<f8").astype(np.float64))
+        # the plain layout (blocks written before the short one): four columns of 8 bytes
         raw = np.frombuffer(data, dtype=np.uint8)
         cols = [raw[8 * n * k: 8 * n * (k + 1)].view("<i8" if k < 2 else "<f8") for k in range(4)]
         return cls(cols[0].astype(np.int64), cols[1].astype(np.int64),
@@ -89,6 +109,35 @@ class Block:
         ends = np.r_[cuts, pk.size].tolist()
         return {int(pk[a]): (step[a:b], time[a:b], value[a:b])
                 for a, b in zip(starts, ends, strict=True)}
+
+
+_PLAIN_BYTES = 32  # a point in the plain layout of a block: pk, step, time, value, 8 bytes each
+_I32 = np.iinfo(np.int32)
+
+
+def _ints(values: np.ndarray) -> list[Any]:
+    """An integer column: ["4", its int32 bytes] when every value fits, else ["8", int64]."""
+    v = np.asarray(values, dtype=np.int64)
+    if not v.size or (int(v.min()) >= _I32.min and int(v.max()) <= _I32.max):
+        return ["4", v.astype("<i4").tobytes()]
+    return ["8", v.astype("<i8").tobytes()]
+
+
+def _from_ints(packed: list[Any]) -> np.ndarray:
+    kind, data = packed
+    return np.frombuffer(data, dtype="<i4" if kind == "4" else "<i8").astype(np.int64)
+
+
+def _runs(values: np.ndarray) -> tuple[bytes, bytes | None]:
+    """A float column as (each run's value, each run's length as int32) when it is runs of
+    one value, bit for bit, fewer than half its length; else (its float64 bytes, None)."""
+    v = np.ascontiguousarray(values, dtype="<f8")
+    bits = v.view("<i8")
+    starts = np.flatnonzero(np.r_[True, bits[1:] != bits[:-1]]) if v.size else np.zeros(0, int)
+    if 2 * starts.size >= v.size:
+        return v.tobytes(), None
+    lengths = np.diff(np.r_[starts, v.size])
+    return v[starts].tobytes(), lengths.astype("<i4").tobytes()
 
 
 def pack(arrays: Arrays) -> bytes:

@@ -285,7 +285,7 @@ def _write_changes(w: PointWriter, r: PassResult, rows: list[int],
     times = r.times[rows]
     i, j = np.nonzero(~np.isnan(values))  # row-major: grouped by step
     new_pk, new_v = pks[j], values[i, j]
-    old_pk = [np.frombuffer(bytes(p[0]), dtype="<i8") for p in previous]
+    old_pk = [_state_pks(bytes(p[0]), len(p[1])) for p in previous]
     old_v = [np.frombuffer(bytes(p[1]), dtype="<f8") if len(p[1]) == 8 * pk.size
              else np.full(pk.size, np.nan) for p, pk in zip(previous, old_pk, strict=True)]
     old_t = np.array([np.nan if p[2] is None else p[2] for p in previous])
@@ -328,10 +328,25 @@ def _write_changes(w: PointWriter, r: PassResult, rows: list[int],
             "UPDATE ingest_stepstate SET n_samples = %s, derived_series = %s,"
             " derived_values = %s, derived_time = %s, dirty = %s, norm_only = %s,"
             " done_version = %s WHERE run_id = %s AND step = %s",
-            [(int(r.n[row]), pk.astype("<i8").tobytes(), v.astype("<f8").tobytes(),
+            [(int(r.n[row]), _state_pk_bytes(pk), v.astype("<f8").tobytes(),
               float(times[k]), False, False, r.versions[row], w.run.pk, r.steps[row])
              for k, (row, (pk, v)) in enumerate(zip(rows, state, strict=True))])
 
+
+def _state_pk_bytes(pks: np.ndarray) -> bytes:
+    """A step's aggregated series (its state's `derived_series`): int32 when every pk fits,
+    half the bytes of int64 (which older states, and pks beyond int32, have)."""
+    if not pks.size or int(pks.max()) <= np.iinfo(np.int32).max:
+        return pks.astype("<i4").tobytes()
+    return pks.astype("<i8").tobytes()
+
+
+def _state_pks(data: bytes, values_bytes: int) -> np.ndarray:
+    """`_state_pk_bytes` read back: int32 when its values (8 bytes each) take twice its
+    bytes, else int64 (as many bytes as the values, or values missing)."""
+    if data and 2 * len(data) == values_bytes:
+        return np.frombuffer(data, dtype="<i4").astype(np.int64)
+    return np.frombuffer(data, dtype="<i8")
 
 def materialize(run_id: int) -> Outcome | None:
     """One pass over a run's dirty steps; None when nothing was dirty."""

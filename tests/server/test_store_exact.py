@@ -131,3 +131,41 @@ def test_changed_ranges_reaggregate_the_families_that_use_them(transactional_db:
     assert after["ranges|reward|at_max_pct|e"] == 100.0
     # The same declaration again changes nothing and recomputes nothing.
     assert not handle_object(project, {**ranges, "id": "r2"}).dirty
+
+
+@pytest.mark.parametrize("old_state", [False, True])
+def test_a_steps_state_in_either_layout_is_diffed_exactly(transactional_db: None,
+                                                          old_state: bool) -> None:
+    """A step's aggregated series are kept as int32 pks (half the bytes); a state written as
+    int64 (before that) is read the same: a re-aggregation then withdraws what vanished and
+    writes only what changed."""
+    from django.db import connection
+
+    project = Project.objects.create(name="p").pk
+    base = {"v": 1, "type": "samples", "run": "r", "step": 0}
+    handle_object(project, {**base, "id": "1", "sample_id": [1, 2], "group_id": [0, 0],
+                            "reward": [0.0, 1.0]})
+    first = stored("r")
+    run = Run.objects.get(name="r")
+    with connection.cursor() as cur:
+        cur.execute("SELECT derived_series, derived_values FROM ingest_stepstate"
+                    " WHERE run_id = %s AND step = 0", [run.pk])
+        pks, values = (bytes(x) for x in cur.fetchone())
+        assert 2 * len(pks) == len(values) and len(values) == 8 * len(first)  # int32
+        if old_state:
+            wide = np.frombuffer(pks, dtype="<i4").astype("<i8").tobytes()
+            cur.execute("UPDATE ingest_stepstate SET derived_series = %s WHERE run_id = %s"
+                        " AND step = 0", [wide, run.pk])
+    seq = pointstore.marks(run.pk).seq
+    handle_object(project, {**base, "id": "2", "sample_id": [3], "group_id": [0],
+                            "reward": [-1.0]})
+    after = stored("r")
+    assert "reward|reward|gini_mean|" not in after  # withdrawn (the old pks were understood)
+    assert after["reward|reward|count|"] == 3
+    changes = pointstore.changes(run.pk, seq, 10_000)
+    assert changes is not None
+    sid_of = dict(Series.objects.filter(run=run).values_list("pk", "sid"))
+    written = {sid_of[pk] for pk in changes[0]}
+    assert "reward|reward|gini_mean|" in written  # its tombstone
+    unchanged = {sid for sid, v in first.items() if after.get(sid) == v}
+    assert unchanged and not (written & unchanged), written & unchanged  # only what changed
