@@ -195,11 +195,8 @@ def step_slices(step: np.ndarray) -> list[tuple[int, np.ndarray]]:
     step keeps the message's order. A stored batch holds its samples in this order
     (`encode_steps`), and so does their text (ingest.core.texts)."""
     order = np.argsort(step, kind="stable")  # sorted once and sliced: linear in the message
-    steps = step[order]
-    starts = np.flatnonzero(np.diff(steps, prepend=steps[0] - 1))
-    ends = np.append(starts[1:], steps.size)
-    return [(int(steps[a]), order[a:b]) for a, b in zip(starts.tolist(), ends.tolist(),
-                                                        strict=True)]
+    parts = _Parts(step[order])
+    return [(first, order[a:b]) for first, (a, b) in zip(parts.steps, parts.bounds, strict=True)]
 
 
 def decode_batch(blob: bytes) -> dict[str, Any]:

@@ -115,12 +115,18 @@ _PLAIN_BYTES = 32  # a point in the plain layout of a block: pk, step, time, val
 _I32 = np.iinfo(np.int32)
 
 
+def narrow(values: np.ndarray) -> np.ndarray:
+    """Integers as little-endian int32 when every one fits, else int64 (what a block and a
+    step's aggregation state store)."""
+    v = np.asarray(values, dtype=np.int64)
+    fits = not v.size or (int(v.min()) >= _I32.min and int(v.max()) <= _I32.max)
+    return v.astype("<i4" if fits else "<i8")
+
+
 def _ints(values: np.ndarray) -> list[Any]:
     """An integer column: ["4", its int32 bytes] when every value fits, else ["8", int64]."""
-    v = np.asarray(values, dtype=np.int64)
-    if not v.size or (int(v.min()) >= _I32.min and int(v.max()) <= _I32.max):
-        return ["4", v.astype("<i4").tobytes()]
-    return ["8", v.astype("<i8").tobytes()]
+    v = narrow(values)
+    return [str(v.itemsize), v.tobytes()]
 
 
 def _from_ints(packed: list[Any]) -> np.ndarray:

@@ -336,9 +336,7 @@ def _write_changes(w: PointWriter, r: PassResult, rows: list[int],
 def _state_pk_bytes(pks: np.ndarray) -> bytes:
     """A step's aggregated series (its state's `derived_series`): int32 when every pk fits,
     half the bytes of int64 (which older states, and pks beyond int32, have)."""
-    if not pks.size or int(pks.max()) <= np.iinfo(np.int32).max:
-        return pks.astype("<i4").tobytes()
-    return pks.astype("<i8").tobytes()
+    return pointstore.narrow(pks).tobytes()
 
 
 def _state_pks(data: bytes, values_bytes: int) -> np.ndarray:
@@ -347,6 +345,7 @@ def _state_pks(data: bytes, values_bytes: int) -> np.ndarray:
     if data and 2 * len(data) == values_bytes:
         return np.frombuffer(data, dtype="<i4").astype(np.int64)
     return np.frombuffer(data, dtype="<i8")
+
 
 def materialize(run_id: int) -> Outcome | None:
     """One pass over a run's dirty steps; None when nothing was dirty."""

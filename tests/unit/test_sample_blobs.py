@@ -117,6 +117,10 @@ def test_a_batch_stored_in_the_long_forms_reads_the_same() -> None:
 
 # ------------------------------------------------------- the message's steps encoded at once
 
+FLOAT_COLUMNS = columns.FLOAT_COLUMNS
+STRING_COLUMNS = columns.STRING_COLUMNS
+
+
 def _reference(s: Any) -> list[tuple[int, int, bytes]]:
     """The encoder as it was before it worked on whole messages: step by step, each part's
     columns gathered, checked and packed alone. `encode_steps` must give its bytes exactly."""
@@ -161,10 +165,6 @@ def _reference(s: Any) -> list[tuple[int, int, bytes]]:
                         for k, v in s.metrics.items()}
         out.append((int(steps[a]), b - a, packer.pack(m)))
     return out
-
-
-FLOAT_COLUMNS = columns.FLOAT_COLUMNS
-STRING_COLUMNS = columns.STRING_COLUMNS
 
 
 def _ids(rng: np.random.Generator, n: int, kind: int) -> list[Any]:
