@@ -5,6 +5,7 @@ takes jobs in turns by token."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -113,12 +114,15 @@ async def test_a_closed_connections_unapplied_frames_are_dropped_at_once(
     # in its inbox would stay in memory, past the token's bound, until a collection runs.
     from ingest.write import consumers
 
-    gate = threading.Event()
+    gate, returned = threading.Event(), threading.Event()
     real = consumers.handle_frames
 
     def held_up(*args: Any) -> Any:
         gate.wait(10)  # the writer is busy: frames pile up in the connection's inbox
-        return real(*args)
+        try:
+            return real(*args)
+        finally:
+            returned.set()
 
     ended: list[consumers.IngestConsumer] = []
     disconnect = consumers.IngestConsumer.disconnect
@@ -139,4 +143,7 @@ async def test_a_closed_connections_unapplied_frames_are_dropped_at_once(
     assert consumer.inbox.qsize() == 0
     assert consumer.held_bytes == 0
     assert consumer.token is not None and consumer.token.backlog_bytes == 0
+    # The group the writer had taken is still being applied on its thread: the test's database
+    # is emptied after it only once that write has ended (a flush racing it deadlocks).
+    assert await asyncio.to_thread(returned.wait, 10)
     await settled()
