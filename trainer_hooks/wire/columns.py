@@ -8,7 +8,10 @@ builds its messages from them (`trainer_hooks.transport`) and the server stores 
 
 **Validation.** `validate_samples` decodes a columnar message straight into numpy columns (the
 text columns `prompt` and `completion` as lists of strings); every problem is a
-`ProtocolError` naming the offending field.
+`ProtocolError` naming the offending field. The string columns `env`, `stop_reason` and
+`discard_reason` may come dictionary-encoded, `{"values": [...], "codes": [...]}`
+(`trainer_hooks.wire.labels`, as events' labels do): each value is checked once and the codes
+with numpy, and the column and its dictionary are exactly what the list would give.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from trainer_hooks.wire.arrays import is_array
+from trainer_hooks.wire.labels import encoded, where
 from trainer_hooks.wire.schema import (
     _ID_TYPES,
     _NULLABLE_NUMBER_TYPES,
@@ -118,17 +122,10 @@ def validate_samples(obj: dict[str, Any], mid: str, mtype: str, run: str) -> Sam
                 f"most {MAX_STEPS_PER_MESSAGE} (split it into several messages)")
     else:
         step = np.full(n, step_number(step_value, "step"), dtype=np.int64)
-    discard = _str_column(obj, "discard_reason", n, allow_scalar=True, into=dictionaries)
+    discard = _str_column(obj, "discard_reason", n, allow_scalar=True, into=dictionaries,
+                          allowed=DISCARD_REASONS)
     if discard is None:
         discard = _blank(n, "discard_reason", dictionaries)
-    else:
-        bad = ~np.isin(discard, ("",) + DISCARD_REASONS)
-        if bad.any():
-            raise ProtocolError(
-                "invalid", "discard_reason",
-                f"unknown discard reason {str(discard[bad][0])!r}; expected null or one of "
-                f"{DISCARD_REASONS}",
-            )
     env = _str_column(obj, "env", n, allow_scalar=True, into=dictionaries)
     if env is None:
         env = _blank(n, "env", dictionaries)
@@ -283,14 +280,29 @@ def _id_column(obj: dict[str, Any], name: str, n: int) -> np.ndarray:
 
 
 def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
-                into: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
-                ) -> np.ndarray | None:
-    """A string column (a list, or with `allow_scalar` one string for every sample) as a numpy
-    unicode array, '' for null. A column of few distinct values is checked value by value and
+                into: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                allowed: tuple[str, ...] | None = None) -> np.ndarray | None:
+    """A string column (a list, dictionary-encoded (`_coded_strings`), or with `allow_scalar`
+    one string for every sample) as a numpy unicode array, '' for null; with `allowed`, each
+    value null or one of those. A column of few distinct values is checked value by value and
     its dictionary (sorted distinct values, codes) recorded `into` (Samples.dictionaries)."""
     values = obj.get(name)
     if values is None:
         return None
+    if isinstance(values, dict):
+        return _coded_strings(values, name, n, into, allowed)
+    column = _listed_strings(values, name, n, allow_scalar=allow_scalar, into=into)
+    if allowed is not None:
+        bad = ~np.isin(column, ("", *allowed))
+        if bad.any():
+            raise ProtocolError("invalid", name, f"unknown {name.replace('_', ' ')} "
+                                f"{str(column[bad][0])!r}; expected null or one of {allowed}")
+    return column
+
+
+def _listed_strings(values: Any, name: str, n: int, *, allow_scalar: bool,
+                    into: dict[str, tuple[np.ndarray, np.ndarray]] | None) -> np.ndarray:
+    """`_str_column` of a list or a scalar."""
     if allow_scalar and isinstance(values, str):
         _refuse_deceptive([values], name)
         one = _checked_strings(np.array([values]), name)
@@ -315,6 +327,36 @@ def _str_column(obj: dict[str, Any], name: str, n: int, *, allow_scalar: bool,
     else:
         arr = np.array(values, dtype=str)
     return _checked_strings(arr, name)
+
+
+def _coded_strings(value: dict[str, Any], name: str, n: int,
+                   into: dict[str, tuple[np.ndarray, np.ndarray]] | None,
+                   allowed: tuple[str, ...] | None) -> np.ndarray:
+    """A string column sent dictionary-encoded, `{"values": [...], "codes": [...]}`
+    (`labels.encoded`): each value checked once by the rules of a listed one (a string of at
+    most MAX_KEY_CHARS characters, nothing deceptive, '' allowed; with `allowed`, one of
+    those), the codes with numpy, -1 a null ('' as a null in a list). The column and its
+    dictionary are exactly what the list of those strings gives: the values some row uses
+    ('' for null among them), sorted, and each row's index — np.unique's."""
+    values, codes = encoded(value, name, n, empty=True)
+    if allowed is not None:
+        bad = [v for v in values if v and v not in allowed]
+        if bad:
+            field = f"{name}.values"
+            raise ProtocolError("invalid", field, f"{where(field, values, bad[0], False)} is "
+                                f"{bad[0]!r}; expected null or one of {allowed}")
+    strings = ["", *values]  # indexed by code + 1: null first
+    shifted = codes + 1
+    used = np.flatnonzero(np.bincount(shifted, minlength=len(strings))).tolist()
+    present = sorted({strings[i] for i in used})  # code-point order, as numpy sorts
+    position = dict(zip(present, range(len(present)), strict=True))
+    table = np.array([position.get(s, 0) for s in strings], dtype=np.int64)
+    uniques = np.array(present, dtype=str)
+    rows: np.ndarray = table[shifted]
+    if into is not None:
+        into[name] = (uniques, rows)
+    column: np.ndarray = uniques[rows]
+    return column
 
 
 def _blank(n: int, name: str, into: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:

@@ -12,7 +12,8 @@ scalars only is one row.
 **Dictionary-encoded labels.** A label column may also be `{"values": [distinct labels],
 "codes": [an index into values per row, -1 = null]}`, codes a list or an integer typed array:
 what the sender already knows (its distinct labels) is not spelt out per row, and the server
-checks each value once and the codes with numpy.
+checks each value once and the codes with numpy (`trainer_hooks.wire.labels`, which samples'
+string columns share).
 
 **Validation.** `validate_events` and `validate_gauges` decode a message straight into numpy:
 times as float64, integer columns as int64 with -1 for null, label columns as `Labels`
@@ -32,6 +33,7 @@ import numpy as np
 
 from trainer_hooks.wire.arrays import is_array
 from trainer_hooks.wire.columns import ENVELOPE, _float_column, unknown_fields
+from trainer_hooks.wire.labels import check_labels, encoded, where
 from trainer_hooks.wire.schema import (
     EVENT_STATUSES,
     MAX_EVENTS_PER_MESSAGE,
@@ -42,8 +44,6 @@ from trainer_hooks.wire.schema import (
     Gauges,
     Labels,
     ProtocolError,
-    deceptive,
-    shown,
 )
 
 # ---------------------------------------------------------------- the column tables
@@ -66,8 +66,6 @@ _INT_LABELS = frozenset({"server", "sample_id", "group_id", "device"})
 _MAX_CHARS = {"sample_id": MAX_ID_CHARS, "group_id": MAX_ID_CHARS}
 _EMPTY_ALLOWED = frozenset({"sample_id", "group_id"})  # ids as samples take them
 _KNOWN = {kind: frozenset((*ENVELOPE, *columns)) for kind, columns in COLUMNS_OF.items()}
-_LABEL_TYPES: frozenset[type] = frozenset({str, type(None)})
-_INT_LABEL_TYPES: frozenset[type] = frozenset({str, int, type(None)})
 _INT_TYPES: frozenset[type] = frozenset({int, type(None)})
 _NUMBER_TYPES: frozenset[type] = frozenset({int, float, type(None)})
 _NONE = np.array([None], dtype=object)
@@ -320,42 +318,11 @@ def _labels(obj: dict[str, Any], name: str, n: int, *, required: bool = False,
 
 def _encoded_labels(value: dict[str, Any], name: str, n: int, ints: bool, *, required: bool,
                     default: str | None) -> Labels:
-    """A label column sent dictionary-encoded, `{"values": [distinct labels], "codes": [one
-    index per row, -1 = null]}` (codes a list or an integer typed array): each value is checked
-    once and the codes with numpy, nothing per row in Python."""
-    if set(value) != {"values", "codes"}:
-        raise ProtocolError("wrong_type", name, f"{name} as an object must have exactly the "
-                            "fields 'values' and 'codes'")
-    values, raw = value["values"], value["codes"]
-    if not isinstance(values, list):
-        raise ProtocolError("wrong_type", f"{name}.values", f"{name}.values must be a list")
-    _check_labels(values, name, ints, required=True, scalar=False, rows=values,
-                  field=f"{name}.values")
-    if len(set(values)) != len(values):  # (a set: half the time of dict.fromkeys)
-        raise ProtocolError("invalid", f"{name}.values", f"{name}.values must be distinct")
-    if is_array(raw):
-        if raw.dtype.kind != "i":
-            raise ProtocolError("wrong_type", f"{name}.codes", f"{name}.codes must hold "
-                                "integers")
-        codes = raw
-    elif isinstance(raw, list) and set(map(type, raw)) <= {int}:
-        try:
-            codes = np.array(raw, dtype=np.int64)
-        except OverflowError:
-            raise ProtocolError("invalid", f"{name}.codes", f"{name}.codes holds an integer "
-                                "out of range") from None
-    else:
-        raise ProtocolError("wrong_type", f"{name}.codes", f"{name}.codes must be a list of "
-                            "integers")
-    if len(codes) != n:
-        raise ProtocolError("length_mismatch", f"{name}.codes", f"{name}.codes has "
-                            f"{len(codes)} values; the message has {n} rows")
-    bad = np.flatnonzero((codes < -1) | (codes >= len(values)))
-    if bad.size:
-        i = int(bad[0])
-        raise ProtocolError("invalid", f"{name}.codes", f"{name}.codes[{i}] is {codes[i]}; "
-                            f"it must index {name}.values (0–{len(values) - 1}) or be -1 "
-                            "(null)")
+    """A label column sent dictionary-encoded (`labels.encoded`: each value checked once, the
+    codes with numpy), with this column's nulls: refused where `required`, `default` where
+    given."""
+    values, codes = encoded(value, name, n, ints=ints, limit=_MAX_CHARS.get(name, MAX_KEY_CHARS),
+                            empty=name in _EMPTY_ALLOWED)
     out = codes.astype(np.int32)
     null = out < 0
     if null.any():
@@ -372,46 +339,11 @@ def _encoded_labels(value: dict[str, Any], name: str, n: int, ints: bool, *, req
 
 
 def _check_labels(distinct: list[Any], name: str, ints: bool, *, required: bool,
-                  scalar: bool, rows: list[Any] | None = None, field: str | None = None
-                  ) -> None:
-    """Each distinct label: a string (or an int where `ints`), not empty (ids may be),
-    at most the column's limit, nothing `deceptive`. Errors name the first row holding the
-    bad value (in `field`, the column's name unless given)."""
-    field = field or name
-    allowed = _INT_LABEL_TYPES if ints else _LABEL_TYPES
-    kinds = set(map(type, distinct))
-    what = "a string" + (" or an integer" if ints else "")
-    if not kinds <= allowed or (required and type(None) in kinds):
-        bad = next(v for v in distinct if type(v) not in allowed or v is None)
-        raise ProtocolError("wrong_type", field, f"{_where(field, rows, bad, scalar)} must be "
-                            f"{what}, not {type(bad).__name__}")
-    strings = [v for v in distinct if type(v) is str] if int in kinds else distinct
-    limit = _MAX_CHARS.get(name, MAX_KEY_CHARS)
-    if strings and max(map(len, strings)) > limit:
-        bad = next(v for v in strings if len(v) > limit)
-        raise ProtocolError("invalid", field, f"{_where(field, rows, bad, scalar)} is {len(bad)} "
-                            f"characters; the limit is {limit}")
-    if name not in _EMPTY_ALLOWED and "" in strings:
-        raise ProtocolError("invalid", field, f"{_where(field, rows, '', scalar)} is empty")
-    if deceptive("".join(strings)) is not None:  # one pass in C over every distinct value
-        bad = next(v for v in strings if deceptive(v) is not None)
-        char = deceptive(bad)
-        assert char is not None
-        raise ProtocolError("invalid", field, f"{_where(field, rows, bad, scalar)} contains a "
-                            f"control or invisible character ({shown(char)})")
-    if int in kinds:
-        big = [v for v in distinct if type(v) is int and not -(2**63) <= v < 2**63]
-        if big:
-            raise ProtocolError("invalid", field, f"{_where(field, rows, big[0], scalar)} is an "
-                                "integer out of range")
-
-
-def _where(name: str, rows: list[Any] | None, bad: Any, scalar: bool) -> str:
-    """`name[i]` for the first row holding `bad` (error path only), or `name`."""
-    if scalar or rows is None:
-        return name
-    i = next(i for i, v in enumerate(rows) if type(v) is type(bad) and v == bad)
-    return f"{name}[{i}]"
+                  scalar: bool, rows: list[Any] | None = None) -> None:
+    """`labels.check_labels` with this column's rules: ints where `_INT_LABELS`, its length
+    limit, '' only for ids."""
+    check_labels(distinct, name, ints=ints, limit=_MAX_CHARS.get(name, MAX_KEY_CHARS),
+                 empty=name in _EMPTY_ALLOWED, required=required, scalar=scalar, rows=rows)
 
 
 def _statuses(obj: dict[str, Any], n: int) -> np.ndarray:
@@ -420,9 +352,9 @@ def _statuses(obj: dict[str, Any], n: int) -> np.ndarray:
     unknown = [v for v in labels.values if v not in _STATUS_CODE]
     if unknown:
         value = obj["status"]
-        where = _where("status", value if isinstance(value, list) else None, unknown[0],
-                       not isinstance(value, list))
-        raise ProtocolError("invalid", "status", f"{where} is {unknown[0]!r}; expected null or "
+        at = where("status", value if isinstance(value, list) else None, unknown[0],
+                   not isinstance(value, list))
+        raise ProtocolError("invalid", "status", f"{at} is {unknown[0]!r}; expected null or "
                             f"one of {EVENT_STATUSES}")
     table = np.array([_STATUS_CODE[v] for v in labels.values] + [-1], dtype=np.int8)
     out: np.ndarray = table[labels.codes]  # code -1 picks the table's last entry: null
