@@ -27,6 +27,15 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 ARTIFACTS = ROOT / "artifacts"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that drives Chromium (through the `browser` fixture, whatever asks for it) is
+    marked `browser`, so `-m "not browser"` (CI's second pass) leaves out all of them, not only
+    those whose module remembered the mark."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     """One Chromium for the browser tests. Package scope: Playwright's sync API runs an event
