@@ -37,17 +37,23 @@ def _with_bases(run_id: int) -> dict[tuple[str, str, str], tuple[float, float, f
 SIGNIFICANT = 0.01  # a range in use grew by more than this share of its width
 
 
-def merge_observed(run_id: int, msg: p.Samples,
-                   declared: Callable[[], dict[str, EnvRanges]]) -> str | None:
-    """Widen the run's observed ranges by a samples message. When a range that is in use (not
-    fully declared) widened, earlier steps must be re-aggregated: "major" when one grew by more
-    than SIGNIFICANT of its width (or had none), "minor" for smaller creep; else None.
-    `declared()` gives the run's declarations (read only when a range widened)."""
+def observed_of(msg: p.Samples) -> Observed:
+    """The ranges a samples message spans: per environment, the lowest and highest finite
+    reward and sample metric of its kept samples (the message alone: no database)."""
     kept = msg.discard_reason == ""
     columns = [("reward", "reward", msg.reward),
                *(("sample", m, v) for m, v in msg.metrics.items())]
     names, codes = dictionary(msg, "env")
-    seen = observed_in(names.tolist(), codes, kept, columns)
+    return observed_in(names.tolist(), codes, kept, columns)
+
+
+def merge_observed(run_id: int, seen: Observed,
+                   declared: Callable[[], dict[str, EnvRanges]]) -> str | None:
+    """Widen the run's observed ranges by those a samples message spans (`observed_of`). When
+    a range that is in use (not fully declared) widened, earlier steps must be re-aggregated:
+    "major" when one grew by more than SIGNIFICANT of its width (or had none), "minor" for
+    smaller creep; else None. `declared()` gives the run's declarations (read only when a
+    range widened)."""
     if not seen:
         return None
     known = _with_bases(run_id)

@@ -3,6 +3,11 @@
 A frame (or HTTP body) holds one message or a list of them (a batch). Each message of a batch
 is validated and applied as if sent alone — its own savepoint, its own ack or error — but the
 batch commits once, so a batch of many small messages costs one commit, not one each.
+
+Everything that follows from a message alone — its decoding, its validation, a samples
+message's stored batches and observed ranges (`store.prepare`) — is done before its
+transaction begins: the write lock (SQLite's, which the pipeline's worker shares; a run's row
+lock on PostgreSQL) is held only while the database is written.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from django.db import DataError, transaction
 from ingest.core.commit import Outcome
 from ingest.write import bulk, liveness
 from ingest.write.runs import find_run
-from ingest.write.store import apply_message
+from ingest.write.store import Prepared, apply_message, prepare
 from trainer_hooks.wire import protocol as p
 
 MAX_BATCH_MESSAGES = 1000
+# A message validated and prepared (`store.prepare`) for its transaction, or its error reply.
+Ready = tuple[p.AnyMessage, Prepared | None] | Outcome
 log = logging.getLogger("ingest.write.frames")
 
 
@@ -30,16 +37,32 @@ def _validate(obj: Any) -> p.AnyMessage | Outcome:
         return Outcome(exc.as_reply(p.message_id(obj)))
 
 
+def _ready(obj: Any) -> Ready:
+    """A decoded message validated and prepared, or the error reply of a bad one."""
+    msg = _validate(obj)
+    return msg if isinstance(msg, Outcome) else (msg, prepare(msg))
+
+
+def _ready_batch(objs: list[Any]) -> list[Ready]:
+    """A batch's messages, each `_ready`, or each the error of a batch too long."""
+    if len(objs) > MAX_BATCH_MESSAGES:
+        err = p.ProtocolError("too_many", None, f"a batch holds {len(objs)} messages; the "
+                              f"limit is {MAX_BATCH_MESSAGES}")
+        return [Outcome(err.as_reply(p.message_id(o))) for o in objs]
+    return [_ready(o) for o in objs]
+
+
 def handle_object(project_id: int, obj: Any,
                   created: dict[tuple[int, str], int] | None = None) -> Outcome:
     """Validate and store one decoded message; a bad one gets an error reply and writes
     nothing."""
-    msg = _validate(obj)
-    return msg if isinstance(msg, Outcome) else _apply(project_id, msg, created)
+    ready = _ready(obj)
+    return ready if isinstance(ready, Outcome) else _apply(project_id, ready, created)
 
 
-def _apply(project_id: int, msg: p.AnyMessage,
+def _apply(project_id: int, ready: tuple[p.AnyMessage, Prepared | None],
            created: dict[tuple[int, str], int] | None) -> Outcome:
+    msg, prepared = ready
     if isinstance(msg, p.Barrier):
         # Stores nothing (and creates no run); the transport acks once `aggregated` holds.
         return Outcome({"type": "ack", "id": msg.id}, run_id=find_run(project_id, msg),
@@ -49,7 +72,7 @@ def _apply(project_id: int, msg: p.AnyMessage,
     before = None if created is None else dict(created)
     try:
         with transaction.atomic():  # a savepoint inside a batch
-            return apply_message(project_id, msg, created)
+            return apply_message(project_id, msg, created, prepared)
     except (DataError, p.ProtocolError) as exc:  # a value the database cannot hold, or packed
         # text found bad while the message was stored (wire check_text): its fault alone
         if created is not None and before is not None:  # its series were rolled back too
@@ -76,19 +99,16 @@ def _unstorable(exc: DataError) -> p.ProtocolError:
 
 def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:
     """Apply a batch in one transaction; one outcome per message, in order."""
+    readies = _ready_batch(objs)
     with transaction.atomic():
-        return _apply_batch(project_id, objs, {})
+        return _apply_batch(project_id, readies, {})
 
 
-def _apply_batch(project_id: int, objs: list[Any],
+def _apply_batch(project_id: int, readies: list[Ready],
                  created: dict[tuple[int, str], int]) -> list[Outcome]:
-    """A batch's messages, in the caller's transaction (each with its own savepoint;
+    """A batch's ready messages, in the caller's transaction (each with its own savepoint;
     consecutive plain step messages of one run written together)."""
-    if len(objs) > MAX_BATCH_MESSAGES:
-        err = p.ProtocolError("too_many", None, f"a batch holds {len(objs)} messages; the "
-                              f"limit is {MAX_BATCH_MESSAGES}")
-        return [Outcome(err.as_reply(p.message_id(o))) for o in objs]
-    msgs = [_validate(o) for o in objs]
+    msgs = [r if isinstance(r, Outcome) else r[0] for r in readies]
     out: list[Outcome] = []
     i = 0
     while i < len(msgs):
@@ -101,8 +121,8 @@ def _apply_batch(project_id: int, objs: list[Any],
                 continue
             except bulk.Fallback:
                 pass  # nothing of the group was written: one by one below
-        for msg in msgs[i:j]:
-            out.append(msg if isinstance(msg, Outcome) else _apply(project_id, msg, created))
+        for ready in readies[i:j]:
+            out.append(ready if isinstance(ready, Outcome) else _apply(project_id, ready, created))
         i = j
     return out
 
@@ -113,26 +133,23 @@ def handle_frames(project_id: int, frames: list[tuple[bytes | str, bool]]
     transaction (group commit: one commit for all of them); per frame its outcomes and whether
     it was a batch. Each message is still applied as if alone (its own savepoint, ack or
     error); a database failure fails them all, unacknowledged, for the client to resend."""
-    decoded: list[tuple[Any, bool] | Outcome] = []
+    decoded: list[tuple[list[Ready], bool]] = []  # each frame's messages, and if a batch
     for data, binary in frames:
         try:
             obj = p.decode_frame(data, binary=binary)
         except p.ProtocolError as exc:
-            decoded.append(Outcome(exc.as_reply()))
+            decoded.append(([Outcome(exc.as_reply())], False))
             continue
-        decoded.append((obj, isinstance(obj, list)))
+        batch = isinstance(obj, list)
+        decoded.append((_ready_batch(obj) if batch else [_ready(obj)], batch))
     out: list[tuple[list[Outcome], bool]] = []
     created: dict[tuple[int, str], int] = {}
     with transaction.atomic():
-        for item in decoded:
-            if isinstance(item, Outcome):
-                out.append(([item], False))
-                continue
-            obj, batch = item
+        for readies, batch in decoded:
             if batch:
-                out.append((_apply_batch(project_id, obj, created), True))
+                out.append((_apply_batch(project_id, readies, created), True))
             else:
-                msg = _validate(obj)
-                out.append(([msg if isinstance(msg, Outcome)
-                             else _apply(project_id, msg, created)], False))
+                [ready] = readies
+                out.append(([ready if isinstance(ready, Outcome)
+                             else _apply(project_id, ready, created)], False))
     return out

@@ -10,6 +10,7 @@ points. Points are written through `ingest.core.commit.PointWriter`, here and th
 from __future__ import annotations
 
 import time as _time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,8 @@ from django.db.models import F, Q
 
 from ingest.core import categorical, columns, renormalize, texts
 from ingest.core.commit import Outcome, PointWriter, publish_series_pks
-from ingest.core.observed import merge_observed
+from ingest.core.normalize import Observed
+from ingest.core.observed import merge_observed, observed_of
 from ingest.core.ranges import env_ranges
 from ingest.core.series_ids import series_id
 from ingest.models import Environment, Run, Series
@@ -28,10 +30,31 @@ from ingest.write.runs import Resolved, resolve_run
 from trainer_hooks.wire import protocol as p
 
 
+@dataclass
+class Prepared:
+    """What a samples message stores that follows from the message alone — each step's stored
+    batch (`columns.encode_steps`) and the ranges it spans (`observed_of`) — computed before
+    its transaction (`prepare`), so the database's write lock is not held while numpy works."""
+
+    batches: list[tuple[int, int, bytes]]
+    seen: Observed
+
+
+def prepare(msg: p.AnyMessage) -> Prepared | None:
+    """A samples message's `Prepared` (None for any other message)."""
+    return _prepared(msg) if isinstance(msg, p.Samples) else None
+
+
+def _prepared(msg: p.Samples) -> Prepared:
+    return Prepared(columns.encode_steps(msg), observed_of(msg))
+
+
 def apply_message(project_id: int, msg: p.AnyMessage,
-                  created: dict[tuple[int, str], int] | None = None) -> Outcome:
+                  created: dict[tuple[int, str], int] | None = None,
+                  prepared: Prepared | None = None) -> Outcome:
     """Store `msg` for the token's project; ack after commit, duplicate ack for a seen id.
-    `created` collects the series created in the enclosing transaction (a batch shares one)."""
+    `created` collects the series created in the enclosing transaction (a batch shares one);
+    `prepared` is `prepare(msg)` when the caller made it before the transaction."""
     created = {} if created is None else created
     with transaction.atomic():
         found = resolve_run(project_id, msg)
@@ -40,7 +63,10 @@ def apply_message(project_id: int, msg: p.AnyMessage,
             reply = {"type": "ack", "id": msg.id, "duplicate": True}
             return Outcome(_with_run(reply, msg, found), run_id=run.pk)
         writer = PointWriter(run, created)
-        _HANDLERS[msg.type](writer, msg)
+        if isinstance(msg, p.Samples):
+            _apply_samples(writer, msg, prepared or _prepared(msg))
+        else:
+            _HANDLERS[msg.type](writer, msg)
         outcome = writer.finish(msg.id, found.created)
         _with_run(outcome.reply, msg, found)
         publish_series_pks(created)
@@ -93,10 +119,10 @@ def _apply_step(w: PointWriter, msg: p.Step) -> None:
     w.left_out = left_out  # (the step was seen by add_numeric, at its time)
 
 
-def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
-    """Store the raw batch per step and mark those steps for re-aggregation (see
+def _apply_samples(w: PointWriter, msg: p.Samples, prepared: Prepared) -> None:
+    """Store the raw batch per step (prepared) and mark those steps for re-aggregation (see
     ingest.pipeline.materialize): a step's aggregates are recomputed once for many batches."""
-    batches = columns.encode_steps(msg)
+    batches = prepared.batches
     steps = np.array([step for step, _, _ in batches], dtype=np.int64)
     now = _time.time()
     with connection.cursor() as cur:
@@ -114,7 +140,7 @@ def _apply_samples(w: PointWriter, msg: p.Samples) -> None:
         )
     w.left_out.update(msg.left_out)  # fields that are no samples column (wire.columns)
     w.left_out.update(texts.store(w.run.pk, msg))  # prompts and completions, apart
-    change = merge_observed(w.run.pk, msg, lambda: env_ranges(w.run.pk))
+    change = merge_observed(w.run.pk, prepared.seen, lambda: env_ranges(w.run.pk))
     if change is not None:
         renormalize.schedule(w.run.pk, change)  # a wider observed range renormalizes every step
     # Its packed text was checked on a helper thread meanwhile (wire.texts): wait for it before
@@ -175,7 +201,6 @@ def _apply_run_end(w: PointWriter, msg: p.RunEnd) -> None:
 _HANDLERS: dict[str, Any] = {
     "run.start": _apply_run_start,
     "step": _apply_step,
-    "samples": _apply_samples,
     "ranges": _apply_ranges,
     "run.end": _apply_run_end,
     "events": events.apply_events,
