@@ -24,7 +24,7 @@ from ingest.core import categorical
 from ingest.core.commit import Outcome, PointWriter, publish_series_pks
 from ingest.core.series_ids import series_id
 from ingest.write import steps
-from ingest.write.runs import resolve_run
+from ingest.write.runs import forget_locked, resolve_run
 from trainer_hooks.wire import protocol as p
 
 MIN_GROUP = 2  # fewer consecutive step messages gain nothing over the one-by-one path
@@ -65,6 +65,7 @@ def apply_steps(project_id: int, msgs: list[p.Step],
     except (Fallback, DataError) as exc:
         created.clear()
         created.update(before)
+        forget_locked()  # the run's row was rolled back with the group
         if isinstance(exc, DataError) and transaction.get_connection().needs_rollback:
             raise
         raise Fallback from exc

@@ -19,7 +19,7 @@ from django.db import DataError, transaction
 
 from ingest.core.commit import Outcome
 from ingest.write import bulk, liveness
-from ingest.write.runs import find_run
+from ingest.write.runs import find_run, forget_locked, locked_runs
 from ingest.write.store import Prepared, apply_message, prepare
 from trainer_hooks.wire import protocol as p
 
@@ -63,6 +63,8 @@ def handle_object(project_id: int, obj: Any,
 def _apply(project_id: int, ready: tuple[p.AnyMessage, Prepared | None],
            created: dict[tuple[int, str], int] | None) -> Outcome:
     msg, prepared = ready
+    if not isinstance(msg, (p.Step, p.Samples)):
+        forget_locked()  # (a heartbeat, say, changes its run's row: runs.locked_runs)
     if isinstance(msg, p.Barrier):
         # Stores nothing (and creates no run); the transport acks once `aggregated` holds.
         return Outcome({"type": "ack", "id": msg.id}, run_id=find_run(project_id, msg),
@@ -75,6 +77,7 @@ def _apply(project_id: int, ready: tuple[p.AnyMessage, Prepared | None],
             return apply_message(project_id, msg, created, prepared)
     except (DataError, p.ProtocolError) as exc:  # a value the database cannot hold, or packed
         # text found bad while the message was stored (wire check_text): its fault alone
+        forget_locked()  # its run's row was rolled back with it
         if created is not None and before is not None:  # its series were rolled back too
             created.clear()
             created.update(before)
@@ -100,7 +103,7 @@ def _unstorable(exc: DataError) -> p.ProtocolError:
 def handle_objects(project_id: int, objs: list[Any]) -> list[Outcome]:
     """Apply a batch in one transaction; one outcome per message, in order."""
     readies = _ready_batch(objs)
-    with transaction.atomic():
+    with transaction.atomic(), locked_runs():
         return _apply_batch(project_id, readies, {})
 
 
@@ -144,7 +147,7 @@ def handle_frames(project_id: int, frames: list[tuple[bytes | str, bool]]
         decoded.append((_ready_batch(obj) if batch else [_ready(obj)], batch))
     out: list[tuple[list[Outcome], bool]] = []
     created: dict[tuple[int, str], int] = {}
-    with transaction.atomic():
+    with transaction.atomic(), locked_runs():
         for readies, batch in decoded:
             if batch:
                 out.append((_apply_batch(project_id, readies, created), True))

@@ -19,11 +19,19 @@ A message names a run (`run`, its *wire name*) and, from `trainer_hooks`, carrie
    workers that join a run follow its newest experiment).
 
 `resolve_run` locks the chosen run's row (`SELECT … FOR UPDATE`), which serializes the writers
-of one run across server processes.
+of one run across server processes. Within `locked_runs()` (one transaction: a group of frames,
+`ingest.write.frames`) a run that step and samples messages reach by their incarnation is found
+and locked once, and its row object handed to the next such messages: the lock lasts the
+transaction, and what those messages change of the row they write back themselves
+(`PointWriter.finish`), so the object is the row. Any other message (a run.start, a run.end,
+...) and any message undone in its savepoint (`forget_locked`) make the next one look again.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -43,12 +51,43 @@ class Resolved:
     renamed: bool  # a run.start that found earlier data under its name got a new run
 
 
+_LOCAL = threading.local()  # .runs: {(project, incarnation): Run} inside `locked_runs`
+
+
+@contextmanager
+def locked_runs() -> Iterator[None]:
+    """Reuse the runs step and samples messages lock, for one transaction (module docstring)."""
+    _LOCAL.runs = {}
+    try:
+        yield
+    finally:
+        _LOCAL.runs = None
+
+
+def forget_locked() -> None:
+    """A message's changes were rolled back (its savepoint): the rows objects may hold
+    changes the database no longer has, so they are read again."""
+    runs = getattr(_LOCAL, "runs", None)
+    if runs:
+        runs.clear()
+
+
 def resolve_run(project_id: int, msg: p.AnyMessage) -> Resolved:
     """Find (or create) and lock the run `msg` belongs to; see the module docstring."""
+    runs: dict[tuple[int, str], Run] | None = getattr(_LOCAL, "runs", None)
+    if runs is not None and not isinstance(msg, (p.Step, p.Samples)):
+        runs.clear()  # what this message does to its run, the objects would not know
+        runs = None
     if msg.incarnation is not None:
+        key = (project_id, msg.incarnation)
+        if runs is not None and key in runs:
+            return Resolved(runs[key], False, False)
         pk = _pinned(project_id, msg.incarnation)
         if pk is not None:
-            return Resolved(_locked(pk), False, False)
+            run = _locked(pk)
+            if runs is not None:
+                runs[key] = run
+            return Resolved(run, False, False)
     if isinstance(msg, p.RunStart):
         return _resolve_start(project_id, msg)
     pk = _newest(project_id, msg.run)
