@@ -38,9 +38,11 @@ def offline(tmp_path: Path, url: str | None = None, **options: Any) -> Client:
                    **options)
 
 
-def spooled(client: Client, *, starts: bool = False) -> list[dict[str, Any]]:
+def spooled(client: Client, *, starts: bool = False, raw: bool = False
+            ) -> list[dict[str, Any]]:
     """The messages in a client's outbox, in order, decoded and validated (without the
-    run.start every starting client sends first, unless `starts`)."""
+    run.start every starting client sends first, unless `starts`), their columns as lists
+    (`as_lists`) unless `raw`."""
     assert client.spool_path is not None
     uri = f"file:{client.spool_path}?mode=ro"
     with closing(sqlite3.connect(uri, uri=True)) as db:
@@ -50,15 +52,18 @@ def spooled(client: Client, *, starts: bool = False) -> list[dict[str, Any]]:
         obj = p.decode_frame(body if fmt == "msgpack" else body.decode(), binary=fmt == "msgpack")
         p.validate_message(obj)
         if starts or obj["type"] != "run.start":
-            out.append(as_lists(obj))
+            out.append(obj if raw else as_lists(obj))
     return out
 
 
 def as_lists(obj: Any) -> Any:
-    """A decoded message with its typed arrays (trainer_hooks.wire.arrays) and packed text
-    columns (trainer_hooks.wire.texts) as lists."""
+    """A decoded message with its typed arrays (trainer_hooks.wire.arrays), packed text
+    columns (trainer_hooks.wire.texts) and dictionary-encoded sample labels as lists."""
     if isinstance(obj, dict):
-        return {k: as_lists(v) for k, v in obj.items()}
+        out = {k: as_lists(v) for k, v in obj.items()}
+        if out.get("type") == "samples":
+            p.unpack_labels(out)
+        return out
     if isinstance(obj, PackedText):
         return obj.values()
     return obj.tolist() if isinstance(obj, np.ndarray) else obj

@@ -4,19 +4,25 @@
 a chunk that does not fit; each sample's text counts at its own size, so samples with long
 texts are not averaged with short ones) and seals them into one `Batch`; `build_fields`
 concatenates the chunks column by column with numpy (a column a chunk lacks becomes nulls).
+A label column of few distinct values (`env`, `stop_reason`, `discard_reason`) is also made
+dictionary-encoded (`Batch.coded`, what the message carries: the server then reads no string
+per sample), from each chunk's distinct values; with `labels_as_lists` (a server older than
+that form) no longer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from trainer_hooks.transport.samples import SampleChunk
+from trainer_hooks.transport.samples import MAX_CODED_VALUES, SampleChunk
+from trainer_hooks.wire.columns import FEW_SHARE
 from trainer_hooks.wire.protocol import (
     DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE,
+    LABEL_COLUMNS,
     MAX_STEPS_PER_MESSAGE,
     TEXT_COLUMNS,
 )
@@ -53,6 +59,7 @@ class SampleBatcher:
         self.steps: set[int] = set()
         self.n = self.nbytes = self.text_bytes = 0
         self.oldest: float | None = None
+        self.code_labels = True  # label columns of few values dictionary-encoded
 
     def add(self, chunk: SampleChunk, now: float) -> list[Batch]:
         """Add a chunk (cut to fill the open batch); returns the batches it completed."""
@@ -92,26 +99,33 @@ class SampleBatcher:
         refused a message as too large."""
         self.max_bytes = max(1024, min(self.max_bytes, max_bytes))
 
+    def labels_as_lists(self) -> None:
+        """Seal label columns as lists from now on: the server refused the encoded form."""
+        self.code_labels = False
+
     def due(self, now: float, interval: float) -> bool:
         return self.oldest is not None and now - self.oldest >= interval
 
     def seal(self) -> Batch:
         chunks, self.chunks, self.n, self.nbytes, self.oldest = self.chunks, [], 0, 0, None
         self.steps, self.text_bytes = set(), 0
-        return build_fields(chunks)
+        return build_fields(chunks, code_labels=self.code_labels)
 
 
 @dataclass
 class Batch:
-    """The fields of one `samples` message and its sample count."""
+    """The fields of one `samples` message and its sample count; `coded`: label columns of
+    `fields` dictionary-encoded, which the message carries instead (`fields` keeps their lists
+    for the outbox's record of the samples, `resume`)."""
 
     fields: dict[str, Any]
     n: int
+    coded: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def build_fields(chunks: list[SampleChunk]) -> Batch:
+def build_fields(chunks: list[SampleChunk], *, code_labels: bool = True) -> Batch:
     """Concatenate chunks into the fields of one `samples` message (absent columns of a
-    chunk become nulls)."""
+    chunk become nulls); with `code_labels`, `Batch.coded` too (`_coded`)."""
     fields: dict[str, Any] = {
         "step": _steps(chunks),
         "sample_id": _ids([c.sample_id for c in chunks]),
@@ -124,7 +138,10 @@ def build_fields(chunks: list[SampleChunk]) -> Batch:
     for name in _union(c.floats for c in chunks):
         fields[name] = _floats(chunks, [c.floats.get(name) for c in chunks])
     for name in _union(c.strings for c in chunks):
-        fields[name] = [s for c in chunks for s in c.strings.get(name, [None] * c.n)]
+        strings: list[str | None] = []
+        for c in chunks:
+            strings.extend(c.strings.get(name) or [None] * c.n)
+        fields[name] = strings
     for name in TEXT_COLUMNS:
         if any(name in c.texts for c in chunks):
             fields[name] = [s for c in chunks for s in c.texts.get(name, [None] * c.n)]
@@ -133,7 +150,40 @@ def build_fields(chunks: list[SampleChunk]) -> Batch:
     if metric_names:
         fields["metrics"] = {k: _floats(chunks, [c.metrics.get(k) for c in chunks])
                              for k in metric_names}
-    return Batch(fields, sum(c.n for c in chunks))
+    n = sum(c.n for c in chunks)
+    coded = {}
+    if code_labels:
+        for name in LABEL_COLUMNS:
+            if isinstance(fields.get(name), list):
+                column = _coded(chunks, name, n)
+                if column is not None:
+                    coded[name] = column
+    return Batch(fields, n, coded)
+
+
+def _coded(chunks: list[SampleChunk], name: str, n: int) -> dict[str, Any] | None:
+    """A label column dictionary-encoded (docs/protocol.md, `samples`): `values`, the distinct
+    labels of its chunks, and `codes`, one byte per sample (a typed array on the wire), -1
+    for none — from each chunk's own codes (`SampleChunk.codes`: nothing per sample here but
+    one numpy take) or its one value for all. None when its values are not few (more than
+    one per FEW_SHARE samples, or more than MAX_CODED_VALUES): the list then."""
+    vocabulary: dict[str | None, None] = {}
+    for c in chunks:
+        value = c.label(name)
+        if not isinstance(value, list):
+            vocabulary[value] = None
+        elif name in c.codes:
+            vocabulary.update(dict.fromkeys(c.codes[name][0]))
+        else:
+            return None  # (a call of more values than one byte codes)
+    vocabulary.pop(None, None)
+    values = list(vocabulary)
+    if len(values) * FEW_SHARE > n or len(values) > MAX_CODED_VALUES:
+        return None
+    position: dict[str | None, int] = dict(zip(values, range(len(values)), strict=True))
+    position[None] = -1
+    parts = [c.label_codes(name, position) for c in chunks]
+    return {"values": values, "codes": np.concatenate(parts)}
 
 
 def _ids(columns: list[list[Any] | np.ndarray]) -> list[Any] | np.ndarray:

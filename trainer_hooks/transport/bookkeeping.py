@@ -17,8 +17,8 @@ from trainer_hooks.warnonce import WarnOnce
 
 STAT_NAMES = (
     "logged_steps", "logged_samples", "sent", "bytes_sent", "acked", "duplicates", "rejected",
-    "connects", "reconnects", "splits", "text_as_lists", "replayed", "deduped_samples",
-    "invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",
+    "connects", "reconnects", "splits", "text_as_lists", "labels_as_lists", "replayed",
+    "deduped_samples", "invalid_calls", "invalid_values", "dropped_queue_full", "dropped_closed",
     "dropped_spool_full", "dropped_too_large", "spool_errors", "internal_errors", "frames",
     "waited_queue_full", "lost_unspooled", "unconfirmed_unspooled", "ack_timeouts",
     "lost_sender_died", "sender_restarts",

@@ -45,11 +45,13 @@ from trainer_hooks.transport.outbox import Outbox, Outgoing, Row
 from trainer_hooks.transport.queue import FlushWaiters
 from trainer_hooks.transport.run import RunTarget
 from trainer_hooks.wire.protocol import (
+    LABEL_COLUMNS,
     TEXT_COLUMNS,
     ProtocolError,
     decode,
     decode_frame,
     encode,
+    unpack_labels,
     unpack_text,
 )
 from trainer_hooks.wire.protocol import split as split_message
@@ -88,7 +90,8 @@ class Connection:
 
     def __init__(self, target: RunTarget, options: SenderOptions, outbox: Outbox,
                  waiters: FlushWaiters, books: Bookkeeping, *, new_messages: asyncio.Event,
-                 cap_batch_bytes: Callable[[int], None]) -> None:
+                 cap_batch_bytes: Callable[[int], None],
+                 labels_as_lists: Callable[[], None] = lambda: None) -> None:
         self.target = target
         self.options = o = options
         self.outbox = outbox
@@ -96,6 +99,7 @@ class Connection:
         self.books = books
         self.new_messages = new_messages  # set when the outbox has messages to send
         self.cap_batch_bytes = cap_batch_bytes
+        self.seal_labels_as_lists = labels_as_lists  # (for a server older than coded labels)
         self.fatal: str | None = None  # why sending stopped for good
         self.connected = False
         self.in_flight: collections.OrderedDict[str, Row] = collections.OrderedDict()
@@ -317,7 +321,8 @@ class Connection:
         if row is None:
             return
         self.in_flight_bytes -= len(row.body)
-        if kind == "error" and self.text_as_lists(row, reply):
+        if kind == "error" and (self.text_as_lists(row, reply)
+                                or self.labels_as_lists(row, reply)):
             return
         self.done_ids.append(row.msg_id)
         if kind == "ack":
@@ -411,15 +416,46 @@ class Connection:
             return False
         if not isinstance(message, dict) or not unpack_text(message):
             return False  # (sent as lists already: refused for another reason)
-        body = encode(message, row.fmt, pack_text=False)
-        self.outbox.replace(row.msg_id, [Outgoing(row.msg_id, row.kind, row.n, row.fmt, body)])
+        self.send_again(row, encode(message, row.fmt, pack_text=False))
         self.books.count("text_as_lists")
         self.books.warn_once("text_as_lists", "telescope: the server refused packed sample "
                              "text (%s); messages with text are sent again with it as lists "
                              "of strings (an older server: upgrade it)", reply.get("message"))
+        return True
+
+    def labels_as_lists(self, row: Row, reply: dict[str, Any]) -> bool:
+        """A server older than dictionary-encoded sample labels (`env`, `stop_reason`,
+        `discard_reason` as `{"values", "codes"}`) refuses such a column as a wrong type: the
+        message goes again (as `text_as_lists`: same id, to the end of the outbox) with those
+        columns as lists, and the batcher seals lists from now on (`labels_as_lists`), so
+        only what was sealed before is refused once. True when it was requeued so."""
+        if reply.get("code") != "wrong_type" or reply.get("field") not in LABEL_COLUMNS \
+                or row.kind != "samples":
+            return False
+        try:
+            message = decode_frame(row.body, binary=row.fmt == "msgpack")
+        except ProtocolError:
+            return False
+        if not isinstance(message, dict) or not unpack_labels(message):
+            return False  # (sent as lists already: refused for another reason)
+        packed = unpack_text(message)  # (its text stays as it was sent)
+        self.send_again(row, encode(message, row.fmt, pack_text=packed))
+        self.seal_labels_as_lists()
+        self.books.count("labels_as_lists")
+        self.books.warn_once("labels_as_lists", "telescope: the server refused a "
+                             "dictionary-encoded sample label column (%s); samples are sent "
+                             "again and from now on with env, stop_reason and discard_reason "
+                             "as lists (an older server: upgrade it)", reply.get("message"))
+        return True
+
+    def send_again(self, row: Row, body: bytes) -> None:
+        """The message of `row` again, as `body` (same id: its refusal stored nothing), at
+        the end of the outbox (the sender woken to send it: nothing else may, a flush
+        waiting for it)."""
+        self.outbox.replace(row.msg_id, [Outgoing(row.msg_id, row.kind, row.n, row.fmt, body)])
         self.waiters.requeued()
         self.waiters.check()
-        return True
+        self.new_messages.set()
 
     def split(self, row: Row, why: str) -> None:
         """Halve a message that is too large (its halves go to the end of the outbox), or
@@ -469,7 +505,9 @@ def describe(row: Row) -> str:
     step = msg.get("step")
     if row.kind == "samples":
         steps = f"steps {min(step)}–{max(step)}" if isinstance(step, list) else f"step {step}"
-        return f"{row.n} samples of {steps} (env {msg.get('env')!r:.60})"
+        env = msg.get("env")
+        env = env.get("values") if isinstance(env, dict) else env  # (dictionary-encoded)
+        return f"{row.n} samples of {steps} (env {env!r:.60})"
     if row.kind == "step":
         keys = list(msg.get("metrics") or {})
         return f"step {step}: {len(keys)} metrics ({', '.join(keys[:5])[:120]})"

@@ -252,7 +252,8 @@ class SenderEngine:
         waiters = self.waiters = FlushWaiters(outbox, books.losses)
         self.connection = Connection(target, options, outbox, waiters, books,
                                      new_messages=new_messages,
-                                     cap_batch_bytes=batcher.cap_bytes)
+                                     cap_batch_bytes=batcher.cap_bytes,
+                                     labels_as_lists=batcher.labels_as_lists)
         self.started.set()
         connecting = asyncio.create_task(self.connection.run())
         try:

@@ -68,6 +68,10 @@ class SampleChunk:
     texts: dict[str, list[str | None]] = field(default_factory=dict)
     # estimated encoded bytes of each sample's texts (None: no text), part of `nbytes`
     text_bytes: np.ndarray | None = None
+    # each label column given as a list (`env` unless one for all, `strings`) of at most
+    # MAX_CODED_VALUES values, dictionary-encoded: (its distinct values, an int8 code per
+    # sample, -1 for None), made while its strings were being checked (`_local_codes`)
+    codes: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
 
     @property
     def base_bytes(self) -> float:
@@ -86,7 +90,8 @@ class SampleChunk:
             cut(self.env), cut(self.time), {k: v[a:b] for k, v in self.floats.items()},
             {k: v[a:b] for k, v in self.strings.items()},
             {k: v[a:b] for k, v in self.metrics.items()},
-            nbytes, {k: v[a:b] for k, v in self.texts.items()}, text)
+            nbytes, {k: v[a:b] for k, v in self.texts.items()}, text,
+            {k: (v, c[a:b]) for k, (v, c) in self.codes.items()})
 
     def fit(self, a: int, room: float, text_room: float) -> int:
         """How many samples from `a` on fit in `room` estimated bytes with at most
@@ -115,6 +120,7 @@ class SampleChunk:
         for d in (out.floats, out.strings, out.metrics, out.texts):
             for k in d:
                 d[k] = sel(d[k])
+        out.codes = {k: (v, c[idx]) for k, (v, c) in out.codes.items()}
         out.n = len(pick)
         out.nbytes = int(self.base_bytes * out.n) + (
             0 if out.text_bytes is None else int(out.text_bytes.sum()))
@@ -129,6 +135,23 @@ class SampleChunk:
                                                                    strict=True)]
         self.nbytes -= int(self.text_bytes[drop].sum())
         self.text_bytes = np.where(drop, 0, self.text_bytes)
+
+    def label(self, name: str) -> str | None | list[str | None]:
+        """A label column (`env`, `stop_reason`, `discard_reason`): a list, or one value for
+        all (None: none)."""
+        return self.env if name == "env" else self.strings.get(name)
+
+    def label_codes(self, name: str, position: dict[str | None, int]) -> np.ndarray:
+        """A label column as int8 codes, `position` mapping each of its values to one (None
+        to -1): from the call's own codes (`codes`, which a list column must have) or its one
+        value for all."""
+        value = self.label(name)
+        if not isinstance(value, list):
+            return np.full(self.n, position[value], dtype=np.int8)
+        values, local = self.codes[name]
+        table = np.array([position[v] for v in values] + [-1], dtype=np.int8)  # -1: the last
+        out: np.ndarray = table[local]
+        return out
 
     def identities(self) -> list[tuple[int, tuple[str, str, str]]]:
         """(step, (env, group id, sample id)) per sample: its identity across restarts."""
@@ -149,12 +172,13 @@ def make_chunk(step: Any, sample_id: Any, group_id: Any, reward: Any, env: Any,
     n = rew.size
     if n == 0:
         raise SampleError("reward: no samples")
-    floats, strings, texts, policy = _optional_columns(columns, n, problems)
+    codes: dict[str, tuple[list[str], np.ndarray]] = {}
+    floats, strings, texts, policy = _optional_columns(columns, n, problems, codes)
     cols = _metric_columns(metrics, n, problems)
     sid, gid = _ids(sample_id, n, "sample_id"), _ids(group_id, n, "group_id")
-    chunk = SampleChunk(n, _step(step, n), sid, gid, rew, _env(env, n),
+    chunk = SampleChunk(n, _step(step, n), sid, gid, rew, _env(env, n, codes),
                         t if isinstance(t, float) else _floats(t, n, "time"),
-                        floats, strings, cols, 0)
+                        floats, strings, cols, 0, codes=codes)
     per_sample = 9 * (3 + len(floats) + len(cols)) + 6 * len(strings)
     chunk.nbytes = n * per_sample + _id_bytes(sid) + _id_bytes(gid)
     if texts:
@@ -164,7 +188,8 @@ def make_chunk(step: Any, sample_id: Any, group_id: Any, reward: Any, env: Any,
     return chunk
 
 
-def _optional_columns(columns: Mapping[str, Any], n: int, problems: list[str]
+def _optional_columns(columns: Mapping[str, Any], n: int, problems: list[str],
+                      codes: dict[str, tuple[list[str], np.ndarray]]
                       ) -> tuple[dict[str, np.ndarray], dict[str, list[str | None]],
                                  dict[str, list[str | None]], PerGroup | None]:
     floats: dict[str, np.ndarray] = {}
@@ -180,7 +205,7 @@ def _optional_columns(columns: Mapping[str, Any], n: int, problems: list[str]
             if name in OPTIONAL_NUMBER_COLUMNS:
                 floats[name] = _floats(values, n, name)
             elif name in OPTIONAL_LABEL_COLUMNS:
-                strings[name] = _strings(values, n, name)
+                strings[name] = _strings(values, n, name, codes)
             elif name in TEXT_COLUMNS:
                 texts[name] = _texts(values, n, name, problems)
             else:
@@ -444,19 +469,52 @@ def _step(step: Any, n: int) -> int | np.ndarray:
     return value
 
 
-def _env(env: Any, n: int) -> str | None | list[str | None]:
+def _env(env: Any, n: int, codes: dict[str, tuple[list[str], np.ndarray]]
+         ) -> str | None | list[str | None]:
+    """`env`: one name for all (None: none) or a list (coded into `codes`: `_local_codes`)."""
     if env is None or isinstance(env, str):
         if env is not None and len(env) > MAX_KEY_CHARS:
             raise SampleError(f"env: names are limited to {MAX_KEY_CHARS} characters")
         return env
     out, distinct = _distinct_strings(env, n, "env")
-    return out[0] if len(distinct) == 1 else out
+    if len(distinct) == 1:
+        return out[0]
+    _local_codes(out, distinct, "env", codes)
+    return out
 
 
-def _strings(values: Any, n: int, name: str) -> list[str | None]:
+def _strings(values: Any, n: int, name: str,
+             codes: dict[str, tuple[list[str], np.ndarray]]) -> list[str | None]:
     if isinstance(values, str):
+        codes[name] = [values], np.zeros(n, dtype=np.int8)
         return [values] * n
-    return _distinct_strings(values, n, name)[0]
+    out, distinct = _distinct_strings(values, n, name)
+    _local_codes(out, distinct, name, codes)
+    return out
+
+
+MAX_CODED_VALUES = 127  # distinct labels that one-byte codes index (-1: None)
+
+
+def _local_codes(out: list[str | None], distinct: set[str | None], name: str,
+                 codes: dict[str, tuple[list[str], np.ndarray]]) -> None:
+    """A label column of at most MAX_CODED_VALUES distinct values dictionary-encoded into
+    `codes[name]` (the batcher sends it so: `batching._coded`), right after its strings were
+    checked, while they are in the cache: one lookup per sample in C (`operator.itemgetter`
+    into `bytes`, about what msgpack takes to pack the strings; `np.fromiter` over a map took
+    twice that)."""
+    if len(distinct) > MAX_CODED_VALUES + 1:
+        return
+    values = sorted(v for v in distinct if v is not None)  # (the same message every time)
+    if len(values) > MAX_CODED_VALUES:
+        return
+    position: dict[str | None, int] = dict(zip(values, range(len(values)), strict=True))
+    position[None] = 255  # -1 as int8
+    if len(out) == 1:  # (itemgetter of one key gives the value, not a tuple)
+        data = bytes((position[out[0]],))
+    else:
+        data = bytes(operator.itemgetter(*out)(position))
+    codes[name] = values, np.frombuffer(data, dtype=np.int8)
 
 
 def _distinct_strings(values: Any, n: int, name: str

@@ -249,7 +249,9 @@ class Sealer:
             self.seal_batch(self.batcher.seal(), out)
 
     def seal_batch(self, batch: Batch, out: list[Outgoing]) -> None:
-        self.seal_message({"type": "samples", **batch.fields}, out, batch.n,
+        """A batch as a `samples` message, its label columns dictionary-encoded where the
+        batcher made them so (`Batch.coded`)."""
+        self.seal_message({"type": "samples", **batch.fields, **batch.coded}, out, batch.n,
                           self.resume.identity(batch.fields))
         self.books.count("logged_samples", batch.n)
 

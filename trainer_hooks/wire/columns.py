@@ -64,7 +64,9 @@ OPTIONAL_COLUMNS = (*OPTIONAL_NUMBER_COLUMNS, *OPTIONAL_LABEL_COLUMNS, *TEXT_COL
 # By kind, as the server stores them: the number columns (`reward` required; `time` one number
 # for all or one per sample) and the string columns (`env` one name for all or one per sample).
 NUMBER_COLUMNS = ("reward", *OPTIONAL_NUMBER_COLUMNS, "time")
-STRING_COLUMNS = (*ID_COLUMNS, "env", *OPTIONAL_LABEL_COLUMNS)
+# The label columns, which may also come dictionary-encoded (`_coded_strings`).
+LABEL_COLUMNS = ("env", *OPTIONAL_LABEL_COLUMNS)
+STRING_COLUMNS = (*ID_COLUMNS, *LABEL_COLUMNS)
 # Every per-sample column but `metrics` (`step`, `env` and `time` may be one value for all).
 SAMPLE_COLUMNS = ("step", *ID_COLUMNS, "reward", "env", *OPTIONAL_COLUMNS, "time")
 

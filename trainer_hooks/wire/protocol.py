@@ -23,6 +23,7 @@ import orjson
 from trainer_hooks.wire import arrays, texts
 from trainer_hooks.wire.columns import (
     ID_COLUMNS,
+    LABEL_COLUMNS,
     NUMBER_COLUMNS,
     OPTIONAL_COLUMNS,
     OPTIONAL_LABEL_COLUMNS,
@@ -87,16 +88,17 @@ from trainer_hooks.wire.schema import (
 
 __all__ = [
     "DEFAULT_MAX_TEXT_BYTES_PER_MESSAGE", "DISCARD_REASONS", "EVENT_COLUMNS", "EVENT_STATUSES",
-    "GAUGE_COLUMNS", "ID_COLUMNS", "MAX_ENVIRONMENTS", "MAX_EVENTS_PER_MESSAGE", "MAX_ID_CHARS",
-    "MAX_KEY_CHARS", "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE",
+    "GAUGE_COLUMNS", "ID_COLUMNS", "LABEL_COLUMNS", "MAX_ENVIRONMENTS", "MAX_EVENTS_PER_MESSAGE",
+    "MAX_ID_CHARS", "MAX_KEY_CHARS", "MAX_METRICS_PER_MESSAGE", "MAX_SAMPLES_PER_MESSAGE",
     "MAX_STEPS_PER_MESSAGE", "MAX_TEXT_CHARS", "MAX_UNIX_SECONDS", "MESSAGE_TYPES",
     "NUMBER_COLUMNS", "OPTIONAL_COLUMNS", "OPTIONAL_LABEL_COLUMNS", "OPTIONAL_NUMBER_COLUMNS",
     "RUN_STATUSES", "SAMPLE_COLUMNS", "STRING_COLUMNS", "TEXT_COLUMNS", "VERSION", "check_text",
     "AnyMessage", "Barrier", "EnvironmentDecl", "Events", "Gauges", "Heartbeat", "Labels",
     "Message", "ProtocolError", "Ranges", "RunEnd", "RunStart", "Samples", "Step", "check_key",
     "decode", "decode_frame", "encode", "encode_msgpack", "message_id", "parse_environments",
-    "set_text_limit", "split", "split_key", "step_number", "text_limit", "unpack_text",
-    "utf8_bytes", "validate_events", "validate_gauges", "validate_message", "validate_samples",
+    "set_text_limit", "split", "split_key", "step_number", "text_limit", "unpack_labels",
+    "unpack_text", "utf8_bytes", "validate_events", "validate_gauges", "validate_message",
+    "validate_samples",
 ]
 
 
@@ -332,6 +334,17 @@ def unpack_text(message: dict[str, Any]) -> bool:
     for name in packed:
         message[name] = message[name].values()
     return bool(packed)
+
+
+def unpack_labels(message: dict[str, Any]) -> bool:
+    """A decoded samples message's dictionary-encoded label columns (LABEL_COLUMNS) as lists
+    again (None for a code of -1), in place; True when it had any."""
+    coded = [name for name in LABEL_COLUMNS if isinstance(message.get(name), dict)]
+    for name in coded:
+        values, codes = [*message[name]["values"], None], message[name]["codes"]  # -1: None
+        message[name] = [values[c] for c in (codes.tolist() if arrays.is_array(codes)
+                                             else codes)]
+    return bool(coded)
 
 
 def _plain_or_fail(obj: Any) -> Any:
