@@ -19,6 +19,7 @@ from devtools.live_server import free_port
 from tests.hooks_sender.test_sender import ScriptedServer
 from trainer_hooks.transport.client import Client, connect
 from trainer_hooks.wire import arrays
+from trainer_hooks.wire import protocol as p
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 300
@@ -162,6 +163,13 @@ def test_the_process_sender_stores_what_the_thread_sender_stores(tmp_path: Path)
             assert c.close(10)
         sent[mode] = [{k: v for k, v in m.items() if k not in ("id", "incarnation", "time")}
                       for m in server.received]
+    # the helper codes label lists (the thread sender leaves them lists): the same labels
+    assert any(isinstance(m.get("env"), dict) for m in sent["process"])
+    for m in sent["process"]:
+        if isinstance(m.get("env"), dict):
+            codes = m["env"]["codes"]
+            m["env"] = {**m["env"], "codes": arrays.ext_hook(codes.code, codes.data)}
+            assert p.unpack_labels(m)
     assert len(sent["process"]) == len(sent["thread"]) > 0
     for a, b in zip(sent["thread"], sent["process"], strict=True):
         assert a.keys() == b.keys()

@@ -68,9 +68,9 @@ class SampleChunk:
     texts: dict[str, list[str | None]] = field(default_factory=dict)
     # estimated encoded bytes of each sample's texts (None: no text), part of `nbytes`
     text_bytes: np.ndarray | None = None
-    # each label column given as a list (`env` unless one for all, `strings`) of at most
-    # MAX_CODED_VALUES values, dictionary-encoded: (its distinct values, an int8 code per
-    # sample, -1 for None), made while its strings were being checked (`_local_codes`)
+    # label columns dictionary-encoded: (distinct values, an int8 code per sample, -1 for
+    # None) — a `strings` column given as one value for all, and with `make_chunk`'s
+    # `code_lists` each label list of at most MAX_CODED_VALUES values (`_local_codes`)
     codes: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
 
     @property
@@ -165,20 +165,26 @@ class SampleChunk:
 
 def make_chunk(step: Any, sample_id: Any, group_id: Any, reward: Any, env: Any,
                metrics: Any, columns: Mapping[str, Any], t: Any,
-               problems: list[str]) -> SampleChunk:
+               problems: list[str], *, code_lists: bool = False) -> SampleChunk:
     """Validate and convert one call's columns. A bad optional column or metric is left out
-    (described in `problems`); a bad required column raises SampleError."""
+    (described in `problems`); a bad required column raises SampleError. With `code_lists`,
+    label columns given as lists are dictionary-encoded too (`_local_codes`)."""
     rew = _floats(reward, None, "reward")
     n = rew.size
     if n == 0:
         raise SampleError("reward: no samples")
     codes: dict[str, tuple[list[str], np.ndarray]] = {}
-    floats, strings, texts, policy = _optional_columns(columns, n, problems, codes)
+    distinct: dict[str, set[str | None]] = {}  # of each label column given as a list
+    floats, strings, texts, policy = _optional_columns(columns, n, problems, codes, distinct)
     cols = _metric_columns(metrics, n, problems)
     sid, gid = _ids(sample_id, n, "sample_id"), _ids(group_id, n, "group_id")
-    chunk = SampleChunk(n, _step(step, n), sid, gid, rew, _env(env, n, codes),
+    chunk = SampleChunk(n, _step(step, n), sid, gid, rew, _env(env, n, distinct),
                         t if isinstance(t, float) else _floats(t, n, "time"),
                         floats, strings, cols, 0, codes=codes)
+    for name, seen in distinct.items() if code_lists else ():
+        rows = chunk.label(name)
+        assert isinstance(rows, list)
+        _local_codes(rows, seen, name, codes)
     per_sample = 9 * (3 + len(floats) + len(cols)) + 6 * len(strings)
     chunk.nbytes = n * per_sample + _id_bytes(sid) + _id_bytes(gid)
     if texts:
@@ -189,7 +195,8 @@ def make_chunk(step: Any, sample_id: Any, group_id: Any, reward: Any, env: Any,
 
 
 def _optional_columns(columns: Mapping[str, Any], n: int, problems: list[str],
-                      codes: dict[str, tuple[list[str], np.ndarray]]
+                      codes: dict[str, tuple[list[str], np.ndarray]],
+                      distinct: dict[str, set[str | None]]
                       ) -> tuple[dict[str, np.ndarray], dict[str, list[str | None]],
                                  dict[str, list[str | None]], PerGroup | None]:
     floats: dict[str, np.ndarray] = {}
@@ -205,7 +212,7 @@ def _optional_columns(columns: Mapping[str, Any], n: int, problems: list[str],
             if name in OPTIONAL_NUMBER_COLUMNS:
                 floats[name] = _floats(values, n, name)
             elif name in OPTIONAL_LABEL_COLUMNS:
-                strings[name] = _strings(values, n, name, codes)
+                strings[name] = _strings(values, n, name, codes, distinct)
             elif name in TEXT_COLUMNS:
                 texts[name] = _texts(values, n, name, problems)
             else:
@@ -469,27 +476,28 @@ def _step(step: Any, n: int) -> int | np.ndarray:
     return value
 
 
-def _env(env: Any, n: int, codes: dict[str, tuple[list[str], np.ndarray]]
+def _env(env: Any, n: int, distinct: dict[str, set[str | None]]
          ) -> str | None | list[str | None]:
-    """`env`: one name for all (None: none) or a list (coded into `codes`: `_local_codes`)."""
+    """`env`: one name for all (None: none) or a list (its distinct values in `distinct`)."""
     if env is None or isinstance(env, str):
         if env is not None and len(env) > MAX_KEY_CHARS:
             raise SampleError(f"env: names are limited to {MAX_KEY_CHARS} characters")
         return env
-    out, distinct = _distinct_strings(env, n, "env")
-    if len(distinct) == 1:
+    out, seen = _distinct_strings(env, n, "env")
+    if len(seen) == 1:
         return out[0]
-    _local_codes(out, distinct, "env", codes)
+    distinct["env"] = seen
     return out
 
 
-def _strings(values: Any, n: int, name: str,
-             codes: dict[str, tuple[list[str], np.ndarray]]) -> list[str | None]:
+def _strings(values: Any, n: int, name: str, codes: dict[str, tuple[list[str], np.ndarray]],
+             distinct: dict[str, set[str | None]]) -> list[str | None]:
+    """A label column as a list: one value for all already coded (`codes`), a list's
+    distinct values in `distinct`."""
     if isinstance(values, str):
         codes[name] = [values], np.zeros(n, dtype=np.int8)
         return [values] * n
-    out, distinct = _distinct_strings(values, n, name)
-    _local_codes(out, distinct, name, codes)
+    out, distinct[name] = _distinct_strings(values, n, name)
     return out
 
 
@@ -498,11 +506,12 @@ MAX_CODED_VALUES = 127  # distinct labels that one-byte codes index (-1: None)
 
 def _local_codes(out: list[str | None], distinct: set[str | None], name: str,
                  codes: dict[str, tuple[list[str], np.ndarray]]) -> None:
-    """A label column of at most MAX_CODED_VALUES distinct values dictionary-encoded into
-    `codes[name]` (the batcher sends it so: `batching._coded`), right after its strings were
-    checked, while they are in the cache: one lookup per sample in C (`operator.itemgetter`
-    into `bytes`, about what msgpack takes to pack the strings; `np.fromiter` over a map took
-    twice that)."""
+    """A label list of at most MAX_CODED_VALUES distinct values dictionary-encoded into
+    `codes[name]` (the batcher sends it so: `batching._coded`): one lookup per sample in C
+    (`operator.itemgetter` into `bytes`; `np.fromiter` over a map took twice that). That is
+    more than msgpack takes to pack the strings (beside a training loop ~45 ns a sample
+    against ~15: +30 µs a step of 512 samples on the sender thread, bench/RESULTS.md), so
+    only a sender that is not the trainer's thread does it (`make_chunk`'s `code_lists`)."""
     if len(distinct) > MAX_CODED_VALUES + 1:
         return
     values = sorted(v for v in distinct if v is not None)  # (the same message every time)

@@ -91,6 +91,10 @@ class Sealer:
         self.id_prefix = uuid.uuid4().hex[:12]
         self.id_counter = itertools.count()
         self.valid_keys: set[str] = set()
+        # label lists dictionary-encoded (a lookup per sample) only by a helper process, whose
+        # CPU is not the trainer's: on the trainer's own sender thread it cost more than
+        # packing the strings (`samples._local_codes`); a call's one value for all always is
+        self.code_lists = options.sender == "process"
         self.since_barrier = outbox.rows  # messages sealed since the last barrier (replays too)
 
     def pump_once(self) -> Pumped:
@@ -226,7 +230,7 @@ class Sealer:
                 reward, metrics = results_to_columns(call.results)
                 columns = call.columns
             chunk = make_chunk(step, call.sample_id, call.group_id, reward, call.env, metrics,
-                               columns, call.time, problems)
+                               columns, call.time, problems, code_lists=self.code_lists)
         except Exception as exc:  # noqa: BLE001 - any failure converting caller data
             key = str(exc).split(":")[0] if isinstance(exc, SampleError) else type(exc).__name__
             self.invalid(key, f"log_samples: {type(exc).__name__}: {exc}")
