@@ -63,13 +63,12 @@ def handle_object(project_id: int, obj: Any,
 def _apply(project_id: int, ready: tuple[p.AnyMessage, Prepared | None],
            created: dict[tuple[int, str], int] | None) -> Outcome:
     msg, prepared = ready
-    if not isinstance(msg, (p.Step, p.Samples)):
-        forget_locked()  # (a heartbeat, say, changes its run's row: runs.locked_runs)
     if isinstance(msg, p.Barrier):
         # Stores nothing (and creates no run); the transport acks once `aggregated` holds.
         return Outcome({"type": "ack", "id": msg.id}, run_id=find_run(project_id, msg),
                        barrier=True)
     if isinstance(msg, p.Heartbeat):  # stores nothing but the run's last-seen time
+        forget_locked()  # (which it writes behind the row objects of runs.locked_runs)
         return Outcome({"type": "ack", "id": msg.id}, run_id=liveness.heartbeat(project_id, msg))
     before = None if created is None else dict(created)
     try:

@@ -23,8 +23,9 @@ of one run across server processes. Within `locked_runs()` (one transaction: a g
 `ingest.write.frames`) a run that step and samples messages reach by their incarnation is found
 and locked once, and its row object handed to the next such messages: the lock lasts the
 transaction, and what those messages change of the row they write back themselves
-(`PointWriter.finish`), so the object is the row. Any other message (a run.start, a run.end,
-...) and any message undone in its savepoint (`forget_locked`) make the next one look again.
+(`PointWriter.finish`), so the object is the row. Any other message that writes (a run.start,
+a run.end, a heartbeat, ...) and any message undone in its savepoint (`forget_locked`) make
+the next one look again.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def locked_runs() -> Iterator[None]:
 
 
 def forget_locked() -> None:
-    """A message's changes were rolled back (its savepoint): the rows objects may hold
+    """A message's changes were rolled back (its savepoint): the row objects may hold
     changes the database no longer has, so they are read again."""
     runs = getattr(_LOCAL, "runs", None)
     if runs:

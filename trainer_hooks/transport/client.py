@@ -32,7 +32,7 @@ encoding, I/O or lock on the caller's thread, and no exception escapes (a proble
 and counted in `client.stats`; `client.not_stored` lists every value not stored and why) — but
 while the sender thread is more than COMPACT_BEHIND calls behind (a burst), `log_samples` packs
 its lists of numbers into the float64 arrays the sender would make of them (one C call a column,
-~9 µs for 512 values), so a backlog holds 8 bytes a value, not a Python float's 32, and the
+~3 µs for 512 values), so a backlog holds 8 bytes a value, not a Python float's 32, and the
 caller's lists are freed at once (holding a burst's lists made making them 3× dearer). When
 the sender thread falls `max_queue` calls behind, a `log_*` call waits for room (bounded
 back-pressure: at most one pump pass of the sender thread, a few ms;
@@ -128,7 +128,7 @@ from trainer_hooks.transport.queue import (
     Waiter,
 )
 from trainer_hooks.transport.run import RunTarget, ingest_url
-from trainer_hooks.transport.samples import _NUMBERS, TEXT_PICKS, PerGroup, _packed
+from trainer_hooks.transport.samples import TEXT_PICKS, PerGroup, packed_numbers
 from trainer_hooks.transport.sync import undelivered
 from trainer_hooks.transport.timeline import (
     SYSTEM_METRICS_INTERVAL,
@@ -178,12 +178,9 @@ COMPACT_BEHIND = 64  # calls the sender thread is behind before log_samples pack
 
 def _compact(values: Any) -> Any:
     """A list of Python numbers as the float64 array the sender thread would make of it
-    (`samples._floats`: the same packing, so the same values); anything else as it is."""
-    if type(values) is list and values and type(values[0]) in _NUMBERS:
-        packed = _packed(values, "d")
-        if packed is not None:
-            return packed
-    return values
+    (`samples.packed_numbers`, its own first step: the same values); anything else as it is."""
+    packed = packed_numbers(values)
+    return values if packed is None else packed
 
 
 def _compacted_samples(call: SamplesCall) -> SamplesCall:

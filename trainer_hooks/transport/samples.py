@@ -346,12 +346,11 @@ def _floats(values: Any, n: int | None, name: str) -> np.ndarray:
         return values
     if hasattr(values, "detach"):  # a torch tensor, converted here off the caller's thread
         values = values.detach().cpu().numpy()
-    if type(values) is list and values and type(values[0]) in _NUMBERS:
-        packed = _packed(values, "d")  # a list of numbers (what a reward function returns)
-        if packed is not None:
-            if n is not None and packed.size != n:
-                raise SampleError(f"{name}: {packed.size} values; reward has {n}")
-            return packed
+    packed = packed_numbers(values)  # a list of numbers (what a reward function returns)
+    if packed is not None:
+        if n is not None and packed.size != n:
+            raise SampleError(f"{name}: {packed.size} values; reward has {n}")
+        return packed
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -367,6 +366,15 @@ def _floats(values: Any, n: int | None, name: str) -> np.ndarray:
 
 _NUMBERS = (float, int)
 _F64 = np.dtype(np.float64)
+
+
+def packed_numbers(values: Any) -> np.ndarray | None:
+    """A list of Python numbers as float64 in one C call (`_packed`), as a number column is
+    converted first (`_floats`; the client packs a burst's lists with it too); None for
+    anything else, which `_floats` goes on to decide."""
+    if type(values) is list and values and type(values[0]) in _NUMBERS:
+        return _packed(values, "d")
+    return None
 
 
 @functools.lru_cache(maxsize=64)
