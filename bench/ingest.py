@@ -3,8 +3,10 @@ the WebSocket to one server process on the embedded default (SQLite + in-memory 
 waits for acks. Prints sustained samples/s and p50/p99 ack latency, with the number columns as
 typed arrays (what trainer_hooks sends) and as msgpack lists.
 
-Target: ≥ 500,000 samples/s and p99 ack ≤ 50 ms.
-Run: .venv/bin/python bench/ingest.py [--batches 400] [--windows 1,4]
+Target (issue 30): ≥ 1,000,000 samples/s per server process with typed arrays, and p99 ack
+≤ 50 ms. On a 2-core machine the server shares the cores with this client and with its own
+aggregation worker process: the figure is the whole machine's, not the server's alone.
+Run: .venv/bin/python bench/ingest.py [--batches 400] [--windows 1,4] [--kinds typed,lists]
 """
 
 from __future__ import annotations
@@ -77,13 +79,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--windows", default="1,4")
+    parser.add_argument("--kinds", default="typed,lists",
+                        help="which number columns: typed (arrays), lists, or both")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         state = ServerState(Path(tmp))
         with running(state) as server:
             token = state.token("bench")
             url = server.ws + "/ws/ingest/"
-            for typed in (True, False):
+            kinds = args.kinds.split(",")
+            for typed in [kind == "typed" for kind in ("typed", "lists") if kind in kinds]:
                 for i, window in enumerate(int(w) for w in args.windows.split(",")):
                     kind = "typed arrays" if typed else "msgpack lists"
                     part = make_frames(args.batches, seed=i, typed=typed,
@@ -93,7 +98,7 @@ def main() -> None:
                     print(f"{kind}, window={window}: {len(part) * BATCH / elapsed:,.0f} "
                           f"samples/s over {len(part)} batches of {BATCH}; ack latency p50 "
                           f"{np.percentile(ms, 50):.1f} ms, p99 {np.percentile(ms, 99):.1f} ms")
-    print(f"targets: >= 500,000 samples/s (was >= 100,000), p99 ack <= 50 ms; "
+    print(f"targets: >= 1,000,000 samples/s with typed arrays, p99 ack <= 50 ms; "
           f"load {os.getloadavg()[0]:.1f}")
 
 
