@@ -351,11 +351,14 @@ def _tails(cur: Any, news: dict[int, Arrays]) -> dict[int, tuple[list[int], Arra
         return {}
     pks = list(news)
     first = min(int(a[0][0]) for a in news.values() if a[0].size)
-    cur.execute("SELECT id, series_id, last_step, n, data FROM ingest_serieschunk WHERE"
-                " series_id IN (" + ", ".join(["%s"] * len(pks)) + ") AND last_step >= %s"
-                " ORDER BY series_id, first_step", [*pks, first])
+    # Sorted here, not by the query: ORDER BY series_id, first_step made SQLite walk every
+    # chunk of each series by (series, first_step) instead of seeking (series, last_step) —
+    # 21 ms against 1.3 for 2,000 series of 37 chunks each, and growing with the run.
+    cur.execute("SELECT id, series_id, first_step, last_step, n, data FROM ingest_serieschunk"
+                " WHERE series_id IN (" + ", ".join(["%s"] * len(pks)) + ") AND last_step >= %s",
+                [*pks, first])
     out: dict[int, tuple[list[int], list[Arrays]]] = {}
-    for cid, pk, last, n, data in cur.fetchall():
+    for cid, pk, _, last, n, data in sorted(cur.fetchall(), key=lambda row: row[1:3]):
         if last >= news[pk][0][0]:
             ids, parts = out.setdefault(pk, ([], []))
             ids.append(cid)
