@@ -346,7 +346,8 @@ def compact(run_id: int, min_points: int = COMPACT_POINTS) -> int:
 
 def _tails(cur: Any, news: dict[int, Arrays]) -> dict[int, tuple[list[int], Arrays]]:
     """Per series, the chunks the new points reach into (those ending at or after the first new
-    step): their ids and their points together. Appends reach the last chunk only."""
+    step): their ids and their points together. Appends (steps after the series' last chunk)
+    reach none: they become chunks of their own."""
     if not news:
         return {}
     pks = list(news)
