@@ -82,13 +82,15 @@ def main() -> None:
     parser.add_argument("--kinds", default="typed,lists",
                         help="which number columns: typed (arrays), lists, or both")
     args = parser.parse_args()
+    kinds = args.kinds.split(",")
+    if not kinds or set(kinds) - {"typed", "lists"}:
+        parser.error(f"--kinds: {args.kinds!r}; expected typed, lists or typed,lists")
     with tempfile.TemporaryDirectory() as tmp:
         state = ServerState(Path(tmp))
         with running(state) as server:
             token = state.token("bench")
             url = server.ws + "/ws/ingest/"
-            kinds = args.kinds.split(",")
-            for typed in [kind == "typed" for kind in ("typed", "lists") if kind in kinds]:
+            for typed in [k == "typed" for k in ("typed", "lists") if k in kinds]:
                 for i, window in enumerate(int(w) for w in args.windows.split(",")):
                     kind = "typed arrays" if typed else "msgpack lists"
                     part = make_frames(args.batches, seed=i, typed=typed,

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     check_static(args.collectstatic, args.verbosity)
     from daphne.server import Server
     from django.conf import settings
+    from twisted.internet import tcp
 
     from ingest.pipeline.materialize import sweep_forever
     from telescope_ui.asgi import application
@@ -108,8 +109,6 @@ def main(argv: list[str] | None = None) -> None:
         loop.create_task(sweep_forever(settings.TELESCOPE_PIPELINE_SWEEP_MS / 1000))
 
     cap = max(settings.TELESCOPE_MAX_MESSAGE_BYTES * 2, DAPHNE_CAP_BYTES)
-    from twisted.internet import tcp
-
     tcp.Connection.bufferSize = READ_BYTES
     print(f"Telescope dashboard on http://{args.host}:{args.port}/", flush=True)
     Server(
